@@ -1,0 +1,67 @@
+/**
+ * The contract between the core and a storage backend. A backend knows only its wire
+ * protocol: the core owns time (deadlines, renewal, waiting) and never trusts a backend's
+ * clock. Every method does one request (one `fetch` for the HTTP backends) and may be
+ * aborted through `signal`; a backend rejects with the signal's reason when aborted and with
+ * a {@link BackendError} when the backend fails.
+ *
+ * @module
+ */
+
+/** What a backend answers to an acquire attempt. */
+export type AcquireResult =
+  | { ok: true; token: number }
+  | {
+      ok: false;
+      /** The current holder, when the backend can tell it in the same round trip. */
+      holder?: { owner: string; token: number };
+      /** ms until the current lease expires on the backend, when known. */
+      retryAfter?: number;
+    };
+
+/** The current holder of a lock as the backend sees it. Advisory: it may be stale when read. */
+export interface HolderInfo {
+  owner: string;
+  token: number;
+  /** ms left on the backend's own expiry, when known. */
+  ttlLeft?: number;
+}
+
+/** A storage backend for {@link createMutex}. See `leasehold/testing` to check one. */
+export interface Backend {
+  /** A short name used in error messages, such as `"upstash"`. */
+  readonly name: string;
+  /** Inclusive ttl bounds in ms; `createMutex` rejects a ttl outside them. */
+  readonly ttlRange?: readonly [min: number, max: number];
+  /**
+   * Takes the lock `key` for `ttl` ms when it is free (or expired), recording `nonce` as the
+   * proof of ownership and `owner` for display, and returns a fencing token strictly greater
+   * than every token handed out before for this key. When it is taken, answers `ok: false`.
+   */
+  acquire(r: {
+    key: string;
+    owner: string;
+    nonce: string;
+    ttl: number;
+    signal?: AbortSignal;
+  }): Promise<AcquireResult>;
+  /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
+  renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;
+  /** Frees the lock if `nonce` owns it; does nothing otherwise. */
+  release(r: { key: string; nonce: string; signal?: AbortSignal }): Promise<void>;
+  /** The current holder, or null when the lock is free. */
+  inspect(key: string, signal?: AbortSignal): Promise<HolderInfo | null>;
+}
+
+/**
+ * The part of `fetch` the HTTP backends use. Any standard `fetch` fits; pass your own to add
+ * tracing, a proxy or a test double.
+ */
+export type FetchLike = (
+  url: string,
+  init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal },
+) => Promise<{
+  readonly status: number;
+  readonly headers: { get(name: string): string | null };
+  text(): Promise<string>;
+}>;

@@ -1,0 +1,72 @@
+// Monotonic time, timers that never keep a process alive, sleeping with a signal, jitter.
+
+/** Monotonic milliseconds. Never goes back; unaffected by wall-clock changes. */
+export function now(): number {
+  return performance.now();
+}
+
+/** Lets the runtime exit while this timer is pending (Node, Bun: `unref`; Deno: `Deno.unrefTimer`). */
+function unref(timer: unknown): void {
+  if (typeof timer === "object" && timer !== null) {
+    (timer as { unref?: () => void }).unref?.();
+  } else if (typeof timer === "number") {
+    (globalThis as { Deno?: { unrefTimer?: (id: number) => void } }).Deno?.unrefTimer?.(timer);
+  }
+}
+
+/** A cancellable, unref'ed timeout. Returns the function that cancels it. */
+export function timer(ms: number, fn: () => void): () => void {
+  const id = setTimeout(fn, Math.max(0, ms));
+  unref(id);
+  return () => clearTimeout(id);
+}
+
+/** `ms` scaled by a random factor in [1 − spread, 1 + spread]. */
+export function jitter(ms: number, spread: number): number {
+  return ms * (1 - spread + 2 * spread * Math.random());
+}
+
+/**
+ * Resolves after `ms`, or rejects with `signal.reason` as soon as `signal` aborts. Unlike
+ * {@link timer} it keeps the process alive: someone is awaiting it.
+ */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const onAbort = () => {
+      clearTimeout(id);
+      reject(signal?.reason);
+    };
+    const id = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/**
+ * An AbortSignal that aborts when `parent` aborts (with its reason) or after `ms` (with
+ * `reason()`), whichever is first. Call `done()` when finished so no timer or listener stays.
+ */
+export function deadlineSignal(
+  ms: number,
+  reason: () => unknown,
+  parent?: AbortSignal,
+): { signal: AbortSignal; done: () => void } {
+  const ctrl = new AbortController();
+  if (parent?.aborted) {
+    ctrl.abort(parent.reason);
+    return { signal: ctrl.signal, done: () => {} };
+  }
+  const onAbort = () => ctrl.abort(parent?.reason);
+  parent?.addEventListener("abort", onAbort, { once: true });
+  const cancel = Number.isFinite(ms) ? timer(ms, () => ctrl.abort(reason())) : () => {};
+  return {
+    signal: ctrl.signal,
+    done: () => {
+      cancel();
+      parent?.removeEventListener("abort", onAbort);
+    },
+  };
+}

@@ -1,0 +1,101 @@
+/** Stable codes carried by every {@link LockError}. */
+export type LockErrorCode =
+  | "ERR_LOCK"
+  | "ERR_LOCK_TIMEOUT"
+  | "ERR_LEASE_LOST"
+  | "ERR_BACKEND"
+  | "ERR_BACKEND_AUTH";
+
+/**
+ * Base class of every error leasehold raises on purpose. `code` is stable across versions;
+ * match on it (or use {@link isLockError}), not on the message.
+ */
+export class LockError extends Error {
+  /** A stable, machine-readable code. */
+  readonly code: LockErrorCode;
+
+  constructor(message: string, options?: { code?: LockErrorCode; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = options?.code ?? "ERR_LOCK";
+  }
+
+  override get name(): string {
+    return "LockError";
+  }
+}
+
+/** `acquire()` gave up after its `timeout`. Code `ERR_LOCK_TIMEOUT`. */
+export class LockTimeoutError extends LockError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { code: "ERR_LOCK_TIMEOUT", cause: options?.cause });
+  }
+
+  override get name(): string {
+    return "LockTimeoutError";
+  }
+}
+
+/**
+ * The lease is no longer held: its local deadline passed without a successful renewal, the
+ * backend said it belongs to someone else, or it was released. It is the `reason` of
+ * `lease.signal`. Code `ERR_LEASE_LOST`.
+ */
+export class LeaseLostError extends LockError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, { code: "ERR_LEASE_LOST", cause: options?.cause });
+  }
+
+  override get name(): string {
+    return "LeaseLostError";
+  }
+}
+
+/**
+ * The backend failed or answered something unexpected. Code `ERR_BACKEND`, or
+ * `ERR_BACKEND_AUTH` when the credentials were refused (HTTP 401/403 or the backend's own
+ * permission error). `retryable` tells whether trying again may help (network failures, 5xx,
+ * garbled replies); the core retries those on its own.
+ */
+export class BackendError extends LockError {
+  /** The backend's name, such as `"upstash"` or `"azure-blob"`. */
+  readonly backend: string;
+  /** The HTTP status, when there was an HTTP answer. */
+  readonly status: number | undefined;
+  /** Whether the same request may succeed if sent again. */
+  readonly retryable: boolean;
+
+  constructor(
+    message: string,
+    options: { backend: string; status?: number; retryable: boolean; auth?: boolean; cause?: unknown },
+  ) {
+    super(`[leasehold] [${options.backend}] ${message}`, {
+      code: options.auth ? "ERR_BACKEND_AUTH" : "ERR_BACKEND",
+      cause: options.cause,
+    });
+    this.backend = options.backend;
+    this.status = options.status;
+    this.retryable = options.retryable;
+  }
+
+  override get name(): string {
+    return "BackendError";
+  }
+}
+
+const names = new Set(["LockError", "LockTimeoutError", "LeaseLostError", "BackendError"]);
+
+/**
+ * Whether `value` is a leasehold error. Works across realms and across duplicate copies of
+ * the package, because it checks `name` and `code` rather than `instanceof`.
+ *
+ * @example Telling a timeout from other failures
+ * ```ts
+ * try { await mutex.acquire({ timeout: 1_000 }); }
+ * catch (e) { if (isLockError(e) && e.code === "ERR_LOCK_TIMEOUT") console.log("busy"); else throw e; }
+ * ```
+ */
+export function isLockError(value: unknown): value is LockError {
+  if (typeof value !== "object" || value === null) return false;
+  const { name, code } = value as { name?: unknown; code?: unknown };
+  return typeof name === "string" && names.has(name) && typeof code === "string" && code.startsWith("ERR_");
+}

@@ -1,0 +1,18 @@
+/**
+ * leasehold: a distributed mutex and leader election for every runtime with `fetch`.
+ * Backends live in their own entry points: `leasehold/memory`, `leasehold/upstash`,
+ * `leasehold/azure-blob`.
+ *
+ * @module
+ */
+export type { AcquireResult, Backend, FetchLike, HolderInfo } from "./backend.ts";
+export {
+  BackendError,
+  isLockError,
+  LeaseLostError,
+  LockError,
+  type LockErrorCode,
+  LockTimeoutError,
+} from "./errors.ts";
+export type { Lease } from "./lease.ts";
+export { type AcquireOptions, createMutex, type Mutex, type MutexOptions } from "./mutex.ts";

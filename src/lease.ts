@@ -1,0 +1,161 @@
+// The Lease handle: the local deadline, background renewal, the signal, release.
+import type { Backend } from "./backend.ts";
+import { deadlineSignal, jitter, now, timer } from "./clock.ts";
+import { BackendError, LeaseLostError } from "./errors.ts";
+
+/**
+ * A held lock. Dispose it with `await using`, or call {@link Lease.release}. While `signal` is
+ * not aborted, no other lease on the same name has an unaborted signal (see the README's
+ * Guarantees); stop touching the guarded resource as soon as it aborts.
+ */
+export interface Lease extends AsyncDisposable {
+  /** The lock name. */
+  readonly name: string;
+  /** The owner shown by `holder()`. */
+  readonly owner: string;
+  /** Fencing token: strictly increasing per name, across holders. Pass it to fenced writes. */
+  readonly token: number;
+  /** Aborts, with a {@link LeaseLostError} as its reason, when the lease is lost or released. */
+  readonly signal: AbortSignal;
+  /**
+   * Epoch ms of the local deadline: the lease is treated as lost at this instant unless renewed.
+   * Computed from the monotonic clock; the wall-clock value is only for display.
+   */
+  readonly expiresAt: number;
+  /** Renews now. Resolves when renewed; rejects with {@link LeaseLostError} once the lease is lost. */
+  renew(): Promise<void>;
+  /** Releases the lock. Idempotent; never rejects for a lease that was already lost. */
+  release(): Promise<void>;
+}
+
+/** What the mutex knows when an acquire succeeded. @internal */
+export interface LeaseInit {
+  backend: Backend;
+  name: string;
+  owner: string;
+  nonce: string;
+  token: number;
+  ttl: number;
+  /** ms subtracted from `tSend + ttl` to get the deadline: clock-rate margin plus stopMargin. */
+  guard: number;
+  /** Monotonic time read just before the acquire request was sent. */
+  tSend: number;
+  autoRenew: boolean;
+}
+
+/** Creates the handle for a freshly acquired lock and starts its renewal. @internal */
+export function createLease(init: LeaseInit): Lease {
+  const { backend, name, nonce, ttl, guard } = init;
+  const ctrl = new AbortController();
+  let deadline = init.tSend + ttl - guard;
+  let cancelDeadline = (): void => {};
+  let cancelRenewal = (): void => {};
+  let inflight: Promise<void> | undefined;
+  let released: Promise<void> | undefined;
+  let lastError: unknown;
+
+  const lose = (why: string, cause: unknown = lastError): void => {
+    if (ctrl.signal.aborted) return;
+    cancelDeadline();
+    cancelRenewal();
+    ctrl.abort(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
+  };
+
+  const armDeadline = (): void => {
+    cancelDeadline();
+    cancelDeadline = timer(deadline - now(), () => {
+      // A timer may fire a little early on some runtimes: only the clock decides.
+      if (now() >= deadline) lose("its deadline passed without a successful renewal");
+      else armDeadline();
+    });
+  };
+
+  const renewOnce = (): Promise<void> => {
+    if (ctrl.signal.aborted) return Promise.reject(ctrl.signal.reason);
+    inflight ??= (async () => {
+      const tSend = now();
+      const limit = Math.min(ttl / 5, deadline - tSend);
+      const attempt = deadlineSignal(
+        limit,
+        () =>
+          new BackendError(`renew got no answer within ${Math.round(limit)} ms`, {
+            backend: backend.name,
+            retryable: true,
+          }),
+        ctrl.signal,
+      );
+      try {
+        const ours = await backend.renew({ key: name, nonce, ttl, signal: attempt.signal });
+        if (ctrl.signal.aborted) throw ctrl.signal.reason;
+        // No resurrection: a reply that lands after the deadline does not extend it.
+        if (now() >= deadline) lose("a renewal was answered after its deadline");
+        else if (ours !== true) lose("the backend says another owner holds it", undefined);
+        if (ctrl.signal.aborted) throw ctrl.signal.reason;
+        deadline = tSend + ttl - guard;
+        lastError = undefined;
+        armDeadline();
+      } catch (error) {
+        if (!ctrl.signal.aborted) lastError = error;
+        throw error;
+      } finally {
+        attempt.done();
+        inflight = undefined;
+      }
+    })();
+    return inflight;
+  };
+
+  // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
+  const schedule = (ms: number, failures: number): void => {
+    cancelRenewal();
+    cancelRenewal = timer(ms, () => {
+      renewOnce().then(
+        () => schedule(jitter(ttl / 3, 0.1), 0),
+        () => {
+          if (ctrl.signal.aborted) return;
+          const backoff = jitter(Math.min(25 * 2 ** failures, ttl / 10), 0.1);
+          schedule(Math.min(backoff, deadline - now()), failures + 1);
+        },
+      );
+    });
+  };
+
+  armDeadline();
+  if (init.autoRenew) schedule(jitter(ttl / 3, 0.1), 0);
+
+  const release = (): Promise<void> =>
+    (released ??= (async () => {
+      const wasLost = ctrl.signal.aborted;
+      if (!wasLost) {
+        cancelDeadline();
+        cancelRenewal();
+        ctrl.abort(new LeaseLostError(`lease on "${name}" was released`));
+      }
+      // Even a lost lease is released on the backend: after a partition the lock may still carry
+      // our nonce, and freeing it lets the next holder in without waiting for the expiry.
+      const attempt = deadlineSignal(
+        Math.max(ttl / 5, 1_000),
+        () => new BackendError("release got no answer in time", { backend: backend.name, retryable: true }),
+      );
+      try {
+        await backend.release({ key: name, nonce, signal: attempt.signal });
+      } catch (error) {
+        if (!wasLost) throw error;
+      } finally {
+        attempt.done();
+      }
+    })());
+
+  return {
+    name,
+    owner: init.owner,
+    token: init.token,
+    signal: ctrl.signal,
+    get expiresAt() {
+      return Date.now() + (deadline - now());
+    },
+    renew: renewOnce,
+    release,
+    [Symbol.asyncDispose]: release,
+  };
+}

@@ -1,0 +1,282 @@
+// createMutex: option checks, tryAcquire, acquire with backoff, run, holder.
+import type { Backend } from "./backend.ts";
+import { deadlineSignal, jitter, now, sleep } from "./clock.ts";
+import { BackendError, LockTimeoutError } from "./errors.ts";
+import { createLease, type Lease } from "./lease.ts";
+
+/** Options of {@link createMutex}. All durations are milliseconds. */
+export interface MutexOptions {
+  /**
+   * The lock name, shared by every instance that must exclude the others. 1–255 characters:
+   * letters, digits and `- _ . : / @ +`; it must not start or end with `/` or `.`, nor contain `//`.
+   * It becomes the Redis key or blob name (after the backend's prefix).
+   */
+  name: string;
+  /**
+   * How long a lease lives on the backend without renewal, in ms. An integer from 10 to
+   * 2 147 483 647, within the backend's own range (Azure: 15 000–60 000). Default 15 000.
+   */
+  ttl?: number;
+  /** The identity `holder()` reports: any string of 1–256 characters. Default: a random UUID. */
+  owner?: string;
+  /** Renew the lease in the background every ttl/3 (±10 %) until released. Default true. */
+  renew?: boolean;
+  /**
+   * The longest pause between two acquire attempts while waiting, in ms; pauses grow from
+   * 25 ms up to it, jittered. A finite number ≥ 0. Default 1 000.
+   */
+  retryDelay?: number;
+  /**
+   * How long before the lease could expire on the backend the holder's signal aborts, in ms, so
+   * that work can stop in time. ≥ 0 and < ttl / 2. Default min(1 000, ttl / 5).
+   */
+  stopMargin?: number;
+}
+
+/** Options of {@link Mutex.acquire} and {@link Mutex.run}. */
+export interface AcquireOptions {
+  /** Aborts the wait; `acquire` then rejects with `signal.reason`. */
+  signal?: AbortSignal;
+  /**
+   * Give up after this many ms and reject with a {@link LockTimeoutError}. A number ≥ 0;
+   * default: wait until the signal aborts.
+   */
+  timeout?: number;
+}
+
+/** A distributed mutex on one lock name. Create it with {@link createMutex}. */
+export interface Mutex {
+  /** The lock name. */
+  readonly name: string;
+  /**
+   * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
+   * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
+   * within the ttl, and with `signal.reason` when aborted.
+   */
+  tryAcquire(options?: { signal?: AbortSignal }): Promise<Lease | null>;
+  /**
+   * Waits until the lock is free and takes it. Retries with jittered backoff (≤ `retryDelay`,
+   * never longer than the holder's remaining time when the backend reports it), also through
+   * retryable backend failures. Rejects with a {@link LockTimeoutError} after `timeout`, with
+   * `signal.reason` on abort, and with a non-retryable {@link BackendError} at once.
+   */
+  acquire(options?: AcquireOptions): Promise<Lease>;
+  /**
+   * Acquires, runs `fn` with the lease's signal, releases in `finally`, and returns `fn`'s
+   * value. When `fn` throws, rejects with that error, never with a release error.
+   */
+  run<T>(fn: (signal: AbortSignal, lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
+  /** The current holder's owner and token, or null. Advisory: it may change right after. */
+  holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
+}
+
+const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
+const MAX_TIMER = 2_147_483_647;
+
+function check(ok: boolean, Err: typeof TypeError | typeof RangeError, message: string): void {
+  if (!ok) throw new Err(`[leasehold] createMutex: ${message}`);
+}
+
+function isNumber(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+/**
+ * Creates a mutex on `options.name` in `backend`. Checks every option now and throws a
+ * `TypeError` or `RangeError` naming the option and its valid values.
+ *
+ * @param backend Where the lock lives: `memory()`, `upstash(...)`, `azureBlob(...)` or your own.
+ * @param options The lock name and timing; see {@link MutexOptions}.
+ * @returns A {@link Mutex}. Creating it does no I/O.
+ *
+ * @example Run a job on one instance at a time
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { memory } from "leasehold/memory";
+ *
+ * const mutex = createMutex(memory(), { name: "nightly-report" });
+ * await using lease = await mutex.acquire({ timeout: 10_000 });
+ * console.log(`holding ${lease.name} with fencing token ${lease.token}`);
+ * ```
+ */
+export function createMutex(backend: Backend, options: MutexOptions): Mutex {
+  check(typeof backend === "object" && backend !== null, TypeError, "backend must be a Backend object");
+  const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
+    (m) => typeof backend[m] !== "function",
+  );
+  check(typeof backend.name === "string", TypeError, "backend.name must be a string");
+  check(missing.length === 0, TypeError, `backend is missing method(s): ${missing.join(", ")}`);
+  check(typeof options === "object" && options !== null, TypeError, "options must be an object with a name");
+
+  const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;
+  check(typeof name === "string", TypeError, "name must be a string");
+  check(
+    name.length >= 1 && name.length <= 255,
+    RangeError,
+    `name must be 1–255 characters, got ${name.length}`,
+  );
+  check(
+    NAME.test(name) && !name.includes("//"),
+    RangeError,
+    `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without //`,
+  );
+  check(
+    Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_TIMER,
+    RangeError,
+    `ttl must be an integer number of ms from 10 to ${MAX_TIMER}, got ${String(ttl)}`,
+  );
+  const range = backend.ttlRange;
+  check(
+    !range || (ttl >= range[0] && ttl <= range[1]),
+    RangeError,
+    `ttl must be from ${range?.[0]} to ${range?.[1]} ms for the ${backend.name} backend, got ${ttl}`,
+  );
+  const stopMargin = options.stopMargin ?? Math.min(1_000, ttl / 5);
+  check(
+    isNumber(stopMargin) && stopMargin >= 0 && stopMargin < ttl / 2,
+    RangeError,
+    `stopMargin must be a number of ms ≥ 0 and < ttl / 2 (${ttl / 2}), got ${String(stopMargin)}`,
+  );
+  check(
+    isNumber(retryDelay) && retryDelay >= 0 && retryDelay <= MAX_TIMER,
+    RangeError,
+    `retryDelay must be a number of ms from 0 to ${MAX_TIMER}, got ${String(retryDelay)}`,
+  );
+  check(typeof renew === "boolean", TypeError, "renew must be a boolean");
+  const owner = options.owner ?? crypto.randomUUID();
+  check(
+    typeof owner === "string" && owner.length >= 1 && owner.length <= 256,
+    TypeError,
+    "owner must be a string of 1–256 characters",
+  );
+
+  // The deadline is t_send + ttl − guard: 1 % for clock-rate differences, 2 ms for timer
+  // granularity, and the stop margin for the holder to wind down.
+  const guard = Math.ceil(0.01 * ttl) + 2 + stopMargin;
+  const backendName = backend.name;
+
+  /** Frees a lock we may have taken without knowing it (the reply was lost). Best effort. */
+  const forget = (nonce: string): void => {
+    const attempt = deadlineSignal(Math.max(ttl / 5, 1_000), () => undefined);
+    backend
+      .release({ key: name, nonce, signal: attempt.signal })
+      .catch(() => {})
+      .finally(attempt.done);
+  };
+
+  /** One acquire request, bounded by the time after which its lease would be born dead. */
+  const attempt = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
+    const nonce = crypto.randomUUID();
+    const limit = ttl - guard;
+    const bounded = deadlineSignal(
+      limit,
+      () =>
+        new BackendError(`acquire got no answer within ${limit} ms`, {
+          backend: backendName,
+          retryable: true,
+        }),
+      signal,
+    );
+    const tSend = now();
+    let result: Awaited<ReturnType<Backend["acquire"]>>;
+    try {
+      result = await backend.acquire({ key: name, owner, nonce, ttl, signal: bounded.signal });
+    } catch (error) {
+      forget(nonce);
+      throw error;
+    } finally {
+      bounded.done();
+    }
+    if (result?.ok !== true) {
+      const after = result?.ok === false ? result.retryAfter : undefined;
+      return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
+    }
+    if (!Number.isSafeInteger(result.token)) {
+      forget(nonce);
+      throw new BackendError("acquire answered without a valid fencing token", {
+        backend: backendName,
+        retryable: false,
+      });
+    }
+    if (now() >= tSend + limit) {
+      // Answered so late that the lease would already be past its deadline.
+      forget(nonce);
+      return { retryAfter: 0 };
+    }
+    if (signal?.aborted) {
+      forget(nonce);
+      throw signal.reason;
+    }
+    return createLease({
+      backend,
+      name,
+      owner,
+      nonce,
+      token: result.token,
+      ttl,
+      guard,
+      tSend,
+      autoRenew: renew,
+    });
+  };
+
+  const isLease = (r: Lease | { retryAfter?: number }): r is Lease => "token" in r;
+
+  const acquire = async ({ signal, timeout }: AcquireOptions = {}): Promise<Lease> => {
+    if (timeout !== undefined && !(typeof timeout === "number" && timeout >= 0)) {
+      throw new RangeError(`[leasehold] acquire: timeout must be a number of ms ≥ 0, got ${String(timeout)}`);
+    }
+    signal?.throwIfAborted();
+    const end = now() + (timeout ?? Number.POSITIVE_INFINITY);
+    let lastError: unknown;
+    const timedOut = () =>
+      new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause: lastError });
+    const outer = deadlineSignal(end - now(), timedOut, signal);
+    try {
+      for (let failures = 0; ; failures++) {
+        // Exponential from 25 ms, capped by retryDelay, jittered into [0.6, 1] of that.
+        let wait = jitter(0.8 * Math.min(retryDelay, 25 * 2 ** Math.min(failures, 30)), 0.25);
+        try {
+          const result = await attempt(outer.signal);
+          if (isLease(result)) return result;
+          if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
+        } catch (error) {
+          if (outer.signal.aborted) throw outer.signal.reason;
+          if (!(error instanceof BackendError && error.retryable)) throw error;
+          lastError = error;
+        }
+        // Never sleep past the timeout, and never sleep after giving up.
+        if (now() >= end) throw timedOut();
+        await sleep(Math.min(wait, end - now()), outer.signal);
+      }
+    } finally {
+      outer.done();
+    }
+  };
+
+  return {
+    name,
+    async tryAcquire({ signal } = {}) {
+      signal?.throwIfAborted();
+      const result = await attempt(signal);
+      return isLease(result) ? result : null;
+    },
+    acquire,
+    async run(fn, opts) {
+      const lease = await acquire(opts);
+      let value: Awaited<ReturnType<typeof fn>>;
+      try {
+        value = await fn(lease.signal, lease);
+      } catch (error) {
+        await lease.release().catch(() => {});
+        throw error;
+      }
+      await lease.release();
+      return value;
+    },
+    async holder({ signal } = {}) {
+      const info = await backend.inspect(name, signal);
+      return info ? { owner: info.owner, token: info.token } : null;
+    },
+  };
+}

@@ -1,0 +1,17 @@
+import { readdirSync } from "node:fs";
+import { defineConfig } from "vitest/config";
+
+// Every file in test/setup/ is a global setup: each starts one real server (redis-server behind
+// the Upstash REST bridge, Azurite) on loopback before the tests and stops it afterwards.
+const globalSetup = readdirSync(new URL("./test/setup/", import.meta.url))
+  .filter((f) => f.endsWith(".ts"))
+  .map((f) => `test/setup/${f}`);
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    globalSetup,
+    testTimeout: 30_000,
+    hookTimeout: 120_000,
+  },
+});
