@@ -33,4 +33,22 @@ describe("the built package", () => {
     const result = JSON.parse(out);
     expect(result).toMatchObject({ token: 1, taken: null, aborted: true, after: null, lost: true });
   });
+
+  it("a held lease's renewal and deadline timers do not keep the process alive", () => {
+    // ttl 60 s with background renewal: if a timer were ref'ed, node would stay up for a minute.
+    const script = `
+      import { createMutex } from "leasehold";
+      import { memory } from "leasehold/memory";
+      const lease = await createMutex(memory(), { name: "held", ttl: 60000 }).acquire();
+      console.log(lease.token);
+    `;
+    const started = performance.now();
+    const out = execFileSync(process.execPath, ["--input-type=module", "-e", script], {
+      cwd: new URL(".", root),
+      encoding: "utf8",
+      timeout: 20_000,
+    });
+    expect(out.trim()).toBe("1");
+    expect(performance.now() - started).toBeLessThan(15_000);
+  });
 });

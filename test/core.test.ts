@@ -193,6 +193,21 @@ describe("background renewal", () => {
     await expect(lease.renew()).rejects.toBeInstanceOf(LeaseLostError);
   });
 
+  it("does not resurrect when the reply is handled before the overdue deadline timer (a stalled loop)", async () => {
+    let answer: (ok: boolean) => void = () => {};
+    const backend = backendWith({ renew: () => new Promise<boolean>((resolve) => (answer = resolve)) });
+    const lease = (await createMutex(backend, { name: "stall", ttl: 1_000, renew: false }).tryAcquire())!;
+    const renewal = lease.renew();
+    await vi.advanceTimersByTimeAsync(100);
+    // The loop stalls past the deadline (888 ms): the clock jumps, no timer has run yet.
+    const stalled = performance.now() + 900;
+    vi.spyOn(performance, "now").mockReturnValue(stalled);
+    answer(true);
+    await expect(renewal).rejects.toBeInstanceOf(LeaseLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toMatch(/answered after its deadline/);
+  });
+
   it("loses the lease when the backend says it is someone else's", async () => {
     const backend = backendWith({ renew: async () => false });
     const lease = (await createMutex(backend, { name: "gone", ttl: 900 }).tryAcquire())!;
