@@ -46,27 +46,32 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /**
- * An AbortSignal that aborts when `parent` aborts (with its reason) or after `ms` (with
- * `reason()`), whichever is first. Call `done()` when finished so no timer or listener stays.
+ * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
+ * is finite, after `ms` (with `reason()`). Call `done()` when finished so no timer or listener stays.
  */
-export function deadlineSignal(
-  ms: number,
-  reason: () => unknown,
-  parent?: AbortSignal,
+export function linkedSignal(
+  parents: readonly (AbortSignal | undefined)[],
+  ms: number = Number.POSITIVE_INFINITY,
+  reason: () => unknown = () => undefined,
 ): { signal: AbortSignal; done: () => void } {
   const ctrl = new AbortController();
-  if (parent?.aborted) {
-    ctrl.abort(parent.reason);
+  const sources = parents.filter((p): p is AbortSignal => p !== undefined);
+  const first = sources.find((p) => p.aborted);
+  if (first) {
+    ctrl.abort(first.reason);
     return { signal: ctrl.signal, done: () => {} };
   }
-  const onAbort = () => ctrl.abort(parent?.reason);
-  parent?.addEventListener("abort", onAbort, { once: true });
+  const detach = sources.map((p) => {
+    const onAbort = () => ctrl.abort(p.reason);
+    p.addEventListener("abort", onAbort, { once: true });
+    return () => p.removeEventListener("abort", onAbort);
+  });
   const cancel = Number.isFinite(ms) ? timer(ms, () => ctrl.abort(reason())) : () => {};
   return {
     signal: ctrl.signal,
     done: () => {
       cancel();
-      parent?.removeEventListener("abort", onAbort);
+      for (const off of detach) off();
     },
   };
 }

@@ -6,6 +6,7 @@
  * @module
  */
 export type { AcquireResult, Backend, FetchLike, HolderInfo } from "./backend.ts";
+export type { Health, LeadershipChange, LeadOptions, WatchOptions } from "./election.ts";
 export {
   BackendError,
   isLockError,

@@ -1,6 +1,6 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
-import { deadlineSignal, jitter, now, timer } from "./clock.ts";
+import { jitter, linkedSignal, now, timer } from "./clock.ts";
 import { BackendError, LeaseLostError } from "./errors.ts";
 
 /**
@@ -38,9 +38,38 @@ export interface LeaseInit {
   ttl: number;
   /** ms subtracted from `tSend + ttl` to get the deadline: clock-rate margin plus stopMargin. */
   guard: number;
+  /** A renewal timer running later than this after it was due means the event loop stalled. */
+  stopMargin: number;
   /** Monotonic time read just before the acquire request was sent. */
   tSend: number;
   autoRenew: boolean;
+}
+
+/**
+ * A signal for one backend request: aborts with `parent`, or after `ms` with a retryable
+ * "no answer" {@link BackendError}. Call `done()` afterwards. @internal
+ */
+export function requestSignal(
+  backend: string,
+  op: string,
+  ms: number,
+  parent?: AbortSignal,
+): { signal: AbortSignal; done: () => void } {
+  return linkedSignal(
+    [parent],
+    ms,
+    () => new BackendError(`${op} got no answer within ${Math.round(ms)} ms`, { backend, retryable: true }),
+  );
+}
+
+/** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
+export async function releaseNonce(backend: Backend, key: string, nonce: string, ttl: number): Promise<void> {
+  const attempt = requestSignal(backend.name, "release", Math.max(ttl / 5, 1_000));
+  try {
+    await backend.release({ key, nonce, signal: attempt.signal });
+  } finally {
+    attempt.done();
+  }
 }
 
 /** Creates the handle for a freshly acquired lock and starts its renewal. @internal */
@@ -75,15 +104,7 @@ export function createLease(init: LeaseInit): Lease {
     inflight ??= (async () => {
       const tSend = now();
       const limit = Math.min(ttl / 5, deadline - tSend);
-      const attempt = deadlineSignal(
-        limit,
-        () =>
-          new BackendError(`renew got no answer within ${Math.round(limit)} ms`, {
-            backend: backend.name,
-            retryable: true,
-          }),
-        ctrl.signal,
-      );
+      const attempt = requestSignal(backend.name, "renew", limit, ctrl.signal);
       try {
         const ours = await backend.renew({ key: name, nonce, ttl, signal: attempt.signal });
         if (ctrl.signal.aborted) throw ctrl.signal.reason;
@@ -108,7 +129,18 @@ export function createLease(init: LeaseInit): Lease {
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
   const schedule = (ms: number, failures: number): void => {
     cancelRenewal();
+    const due = now() + ms;
     cancelRenewal = timer(ms, () => {
+      // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
+      // the holder relies on to stop in time: abort first, then free the lock for the next term.
+      const late = now() - due;
+      if (late > init.stopMargin) {
+        lose(
+          `the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${init.stopMargin} ms)`,
+        );
+        release().catch(() => {});
+        return;
+      }
       renewOnce().then(
         () => schedule(jitter(ttl / 3, 0.1), 0),
         () => {
@@ -133,16 +165,10 @@ export function createLease(init: LeaseInit): Lease {
       }
       // Even a lost lease is released on the backend: after a partition the lock may still carry
       // our nonce, and freeing it lets the next holder in without waiting for the expiry.
-      const attempt = deadlineSignal(
-        Math.max(ttl / 5, 1_000),
-        () => new BackendError("release got no answer in time", { backend: backend.name, retryable: true }),
-      );
       try {
-        await backend.release({ key: name, nonce, signal: attempt.signal });
+        await releaseNonce(backend, name, nonce, ttl);
       } catch (error) {
         if (!wasLost) throw error;
-      } finally {
-        attempt.done();
       }
     })());
 

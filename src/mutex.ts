@@ -1,8 +1,15 @@
 // createMutex: option checks, tryAcquire, acquire with backoff, run, holder.
 import type { Backend } from "./backend.ts";
-import { deadlineSignal, jitter, now, sleep } from "./clock.ts";
+import { jitter, linkedSignal, now, sleep } from "./clock.ts";
+import {
+  createElection,
+  type Health,
+  type LeadershipChange,
+  type LeadOptions,
+  type WatchOptions,
+} from "./election.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
-import { createLease, type Lease } from "./lease.ts";
+import { createLease, type Lease, releaseNonce, requestSignal } from "./lease.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -68,6 +75,27 @@ export interface Mutex {
   run<T>(fn: (signal: AbortSignal, lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
   /** The current holder's owner and token, or null. Advisory: it may change right after. */
   holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
+  /**
+   * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
+   * the lease is lost or `options.signal` aborts, release when the task ends or the lease is
+   * lost, and campaign again, until `options.signal` aborts. A task that throws is reported to
+   * `onError` and the loop goes on after a backoff of about `retryDelay`. Resolves only after the
+   * last task has settled and its lease is released.
+   */
+  lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
+  /** Whether this mutex's `lead` loop holds a lease whose signal has not aborted. */
+  readonly isLeader: boolean;
+  /**
+   * This instance's view of its own leadership: unhealthy when it believes it leads but its
+   * local deadline has passed (a stalled event loop). Wire it to a liveness probe.
+   */
+  health(): Health;
+  /**
+   * An async iterator of leadership changes: this instance elected or deposed (exact), and the
+   * holder seen on the backend, polled every `interval` ms (advisory: it may be stale and may
+   * skip short terms). Ends when `options.signal` aborts or the loop breaks.
+   */
+  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }
 
 const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
@@ -157,26 +185,14 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
 
   /** Frees a lock we may have taken without knowing it (the reply was lost). Best effort. */
   const forget = (nonce: string): void => {
-    const attempt = deadlineSignal(Math.max(ttl / 5, 1_000), () => undefined);
-    backend
-      .release({ key: name, nonce, signal: attempt.signal })
-      .catch(() => {})
-      .finally(attempt.done);
+    releaseNonce(backend, name, nonce, ttl).catch(() => {});
   };
 
   /** One acquire request, bounded by the time after which its lease would be born dead. */
   const attempt = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
-    const bounded = deadlineSignal(
-      limit,
-      () =>
-        new BackendError(`acquire got no answer within ${limit} ms`, {
-          backend: backendName,
-          retryable: true,
-        }),
-      signal,
-    );
+    const bounded = requestSignal(backendName, "acquire", limit, signal);
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
     try {
@@ -215,6 +231,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       token: result.token,
       ttl,
       guard,
+      stopMargin,
       tSend,
       autoRenew: renew,
     });
@@ -231,7 +248,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     let lastError: unknown;
     const timedOut = () =>
       new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause: lastError });
-    const outer = deadlineSignal(end - now(), timedOut, signal);
+    const outer = linkedSignal([signal], end - now(), timedOut);
     try {
       for (let failures = 0; ; failures++) {
         // Exponential from 25 ms, capped by retryDelay, jittered into [0.6, 1] of that.
@@ -254,6 +271,12 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     }
   };
 
+  const holder: Mutex["holder"] = async ({ signal } = {}) => {
+    const info = await backend.inspect(name, signal);
+    return info ? { owner: info.owner, token: info.token } : null;
+  };
+  const election = createElection({ acquire, holder, retryDelay, stopMargin });
+
   return {
     name,
     async tryAcquire({ signal } = {}) {
@@ -274,9 +297,12 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       await lease.release();
       return value;
     },
-    async holder({ signal } = {}) {
-      const info = await backend.inspect(name, signal);
-      return info ? { owner: info.owner, token: info.token } : null;
+    holder,
+    lead: election.lead,
+    get isLeader() {
+      return election.isLeader;
     },
+    health: election.health,
+    watch: election.watch,
   };
 }

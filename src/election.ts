@@ -1,0 +1,203 @@
+// Leader election on a mutex: the lead loop, leadership changes, health.
+import { jitter, linkedSignal, sleep } from "./clock.ts";
+import type { Lease } from "./lease.ts";
+
+/**
+ * A change in leadership, as {@link Mutex.watch} reports it.
+ * - `elected`: this mutex's `lead` loop became leader, with this token.
+ * - `deposed`: this mutex's `lead` loop stopped leading (lost, task ended, or shutting down).
+ * - `leader`: the holder seen on the backend changed (null: nobody). Advisory: read by polling,
+ *   it may be stale by the time you see it and may skip short terms.
+ */
+export type LeadershipChange =
+  | { type: "elected"; owner: string; token: number }
+  | { type: "deposed"; owner: string; token: number; reason: unknown }
+  | { type: "leader"; leader: { owner: string; token: number } | null };
+
+/** Options of {@link Mutex.lead}. */
+export interface LeadOptions {
+  /** Stops the loop: the task's signal aborts, the lease is released, `lead` resolves. */
+  signal?: AbortSignal;
+  /**
+   * Called with every error of the loop: a task that threw, a backend that failed while
+   * campaigning or releasing. Default: `console.error`. The loop goes on after a backoff.
+   */
+  onError?: (error: unknown) => void;
+  /**
+   * After `signal` aborts, how long to wait for the task to settle before releasing the lease
+   * anyway, in ms (the task's signal is aborted by then, so it is no longer the holder).
+   * Default: the mutex's `stopMargin`.
+   */
+  stopTimeout?: number;
+}
+
+/** What {@link Mutex.health} reports. */
+export interface Health {
+  /** false when this instance believes it leads but its local deadline has passed. */
+  healthy: boolean;
+  /** Whether the `lead` loop holds a lease whose signal is not aborted. */
+  leading: boolean;
+  /** ms until the leader's local deadline, when leading. */
+  msLeft?: number;
+  /** Why it is unhealthy. */
+  reason?: string;
+}
+
+/** Options of {@link Mutex.watch}. */
+export interface WatchOptions {
+  /** Ends the iteration. */
+  signal?: AbortSignal;
+  /** How often to read the current holder from the backend, in ms. Default: the mutex's `retryDelay`. */
+  interval?: number;
+}
+
+/** The election part of a mutex. @internal */
+export interface Election {
+  lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
+  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
+  health(): Health;
+  readonly isLeader: boolean;
+}
+
+/** Resolves when `signal` aborts. */
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+const report = (error: unknown): void => console.error("[leasehold] lead:", error);
+
+/** Builds the election loop on top of a mutex's acquire and holder. @internal */
+export function createElection(m: {
+  acquire(options: { signal?: AbortSignal }): Promise<Lease>;
+  holder(options: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
+  retryDelay: number;
+  stopMargin: number;
+}): Election {
+  const listeners = new Set<(change: LeadershipChange) => void>();
+  const emit = (change: LeadershipChange): void => {
+    for (const listener of listeners) listener(change);
+  };
+  let current: Lease | undefined;
+  const backoff = (signal?: AbortSignal) =>
+    sleep(jitter(Math.max(m.retryDelay, 1), 0.25), signal).catch(() => {});
+
+  return {
+    get isLeader() {
+      return current !== undefined && !current.signal.aborted;
+    },
+
+    health() {
+      if (!current || current.signal.aborted) return { healthy: true, leading: false };
+      const msLeft = current.expiresAt - Date.now();
+      return msLeft > 0
+        ? { healthy: true, leading: true, msLeft }
+        : {
+            healthy: false,
+            leading: true,
+            msLeft,
+            reason: `leading ${-msLeft} ms past the local deadline: the event loop is stalled or timers are not running`,
+          };
+    },
+
+    async lead(task, { signal, onError = report, stopTimeout = m.stopMargin } = {}) {
+      if (typeof task !== "function") throw new TypeError("[leasehold] lead: task must be a function");
+      while (!signal?.aborted) {
+        let lease: Lease;
+        try {
+          lease = await m.acquire(signal ? { signal } : {});
+        } catch (error) {
+          if (signal?.aborted) break;
+          onError(error);
+          await backoff(signal);
+          continue;
+        }
+        current = lease;
+        emit({ type: "elected", owner: lease.owner, token: lease.token });
+        const scope = linkedSignal([lease.signal, signal]);
+        const settled = (async () => task(scope.signal, lease))().then(
+          () => false,
+          (error: unknown) => {
+            // Rejecting with the signal's own reason is how a task says "I stopped as asked".
+            if (!(scope.signal.aborted && error === scope.signal.reason)) onError(error);
+            return true;
+          },
+        );
+        // Wait for the task to end, or for the lease to be lost, or, on shutdown, for the task to
+        // stop within stopTimeout; then release, so that a follower can lead.
+        const ended = await Promise.race([settled, aborted(scope.signal).then(() => undefined)]);
+        if (ended === undefined && !lease.signal.aborted) {
+          const grace = new AbortController();
+          await Promise.race([settled, sleep(stopTimeout, grace.signal).catch(() => {})]);
+          grace.abort();
+        }
+        current = undefined;
+        await lease.release().catch(onError);
+        scope.done();
+        emit({ type: "deposed", owner: lease.owner, token: lease.token, reason: lease.signal.reason });
+        // Never campaign again (or return) while this instance's task still runs.
+        const threw = await settled;
+        if (signal?.aborted) break;
+        if (threw) await backoff(signal);
+      }
+    },
+
+    watch({ signal, interval = m.retryDelay } = {}) {
+      const stop = new AbortController();
+      const end = linkedSignal([stop.signal, signal]);
+      const queue: LeadershipChange[] = [];
+      let wake: (() => void) | undefined;
+      const push = (change: LeadershipChange): void => {
+        // Consecutive reads of the backend collapse into the newest one.
+        if (change.type === "leader" && queue.at(-1)?.type === "leader") queue.pop();
+        queue.push(change);
+        if (queue.length > 64) queue.shift();
+        wake?.();
+      };
+      listeners.add(push);
+      end.signal.addEventListener(
+        "abort",
+        () => {
+          listeners.delete(push);
+          end.done();
+          wake?.();
+        },
+        { once: true },
+      );
+      (async () => {
+        let seen: string | undefined;
+        while (!end.signal.aborted) {
+          try {
+            const leader = await m.holder({ signal: end.signal });
+            const key = leader ? `${leader.token}` : "none";
+            if (key !== seen) {
+              seen = key;
+              push({ type: "leader", leader });
+            }
+          } catch {
+            // Advisory reads: a failed poll is retried at the next interval.
+          }
+          await sleep(Math.max(interval, 1), end.signal).catch(() => {});
+        }
+      })();
+      const iterator: AsyncIterableIterator<LeadershipChange> = {
+        async next() {
+          while (queue.length === 0 && !end.signal.aborted)
+            await new Promise<void>((resolve) => (wake = resolve));
+          const value = queue.shift();
+          return value ? { value, done: false } : { value: undefined, done: true };
+        },
+        async return() {
+          stop.abort();
+          return { value: undefined, done: true };
+        },
+        [Symbol.asyncIterator]() {
+          return iterator;
+        },
+      };
+      return iterator;
+    },
+  };
+}

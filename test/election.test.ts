@@ -1,0 +1,249 @@
+// The election loop on the memory backend, with real timers and short ttls; stall and health
+// checks with fake timers. Wrappers around memory() make the faults (a frozen leader).
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Backend } from "../src/backend.ts";
+import { memory } from "../src/backends/memory.ts";
+import { sleep } from "../src/clock.ts";
+import { createMutex, type LeadershipChange, type Lease, LeaseLostError } from "../src/index.ts";
+
+const untilAborted = (signal: AbortSignal) =>
+  new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+
+/** A backend whose renewals can be made to hang, as if the process froze or was cut off. */
+function freezable(store: Backend) {
+  let frozen = false;
+  const backend: Backend = {
+    ...store,
+    renew: (r) => (frozen ? new Promise<boolean>(() => {}) : store.renew(r)),
+    release: (r) => (frozen ? new Promise<void>(() => {}) : store.release(r)),
+  };
+  return { backend, freeze: () => (frozen = true) };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+describe("lead", () => {
+  it("runs the task with the lease, and on shutdown stops it, releases, and resolves after it settled", async () => {
+    const store = memory();
+    const mutex = createMutex(store, { name: "l", ttl: 300, retryDelay: 20 });
+    const stop = new AbortController();
+    const events: string[] = [];
+    let lease: Lease | undefined;
+    const loop = mutex.lead(
+      async (signal, l) => {
+        lease = l;
+        events.push(`start ${l.token}`);
+        await untilAborted(signal);
+        await sleep(30); // winding down
+        events.push("stopped");
+      },
+      { signal: stop.signal },
+    );
+    await sleep(50);
+    expect(mutex.isLeader).toBe(true);
+    expect((await mutex.holder())?.token).toBe(lease?.token);
+    stop.abort();
+    await loop;
+    expect(events).toEqual(["start 1", "stopped"]);
+    expect(mutex.isLeader).toBe(false);
+    expect(lease?.signal.aborted).toBe(true);
+    expect(await mutex.holder()).toBeNull();
+  });
+
+  it("reports a task that throws and campaigns again after a backoff", async () => {
+    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 20 });
+    const stop = new AbortController();
+    const errors: unknown[] = [];
+    const tokens: number[] = [];
+    await mutex.lead(
+      async (_signal, lease) => {
+        tokens.push(lease.token);
+        if (tokens.length === 3) stop.abort();
+        throw new Error(`task ${tokens.length} failed`);
+      },
+      { signal: stop.signal, onError: (e) => errors.push(e) },
+    );
+    expect(tokens).toEqual([1, 2, 3]);
+    expect(errors.map((e) => (e as Error).message)).toEqual([
+      "task 1 failed",
+      "task 2 failed",
+      "task 3 failed",
+    ]);
+  });
+
+  it("does not report a task that rejects with its own signal's reason", async () => {
+    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 20 });
+    const stop = new AbortController();
+    const onError = vi.fn();
+    const loop = mutex.lead((signal) => sleep(60_000, signal), { signal: stop.signal, onError });
+    await sleep(30);
+    stop.abort();
+    await loop;
+    expect(onError).not.toHaveBeenCalled();
+  });
+
+  it("hands over gracefully: a waiting follower leads within one retryDelay of the shutdown", async () => {
+    const store = memory();
+    const retryDelay = 200;
+    const stopA = new AbortController();
+    const stopB = new AbortController();
+    const running: string[] = [];
+    const starts: Record<string, number> = {};
+    const task = (who: string) => async (signal: AbortSignal) => {
+      running.push(who);
+      expect(running).toHaveLength(1); // never two leaders at once in this process
+      starts[who] = performance.now();
+      await untilAborted(signal);
+      running.splice(running.indexOf(who), 1);
+    };
+    const a = createMutex(store, { name: "h", ttl: 1_000, retryDelay, owner: "a" });
+    const b = createMutex(store, { name: "h", ttl: 1_000, retryDelay, owner: "b" });
+    const loopA = a.lead(task("a"), { signal: stopA.signal });
+    await sleep(20);
+    const loopB = b.lead(task("b"), { signal: stopB.signal });
+    await sleep(300); // b is waiting, polling at retryDelay
+    expect(a.isLeader).toBe(true);
+    expect(b.isLeader).toBe(false);
+    const shutdown = performance.now();
+    stopA.abort();
+    await loopA;
+    while (!b.isLeader) await sleep(5);
+    const handover = starts.b! - shutdown;
+    expect(handover).toBeLessThanOrEqual(retryDelay + 100); // + scheduling slack on a busy machine
+    stopB.abort();
+    await loopB;
+  });
+
+  it("hands over after a crash (no release) within ttl + retryDelay, and the old task's signal aborts first", async () => {
+    const store = memory();
+    const ttl = 600;
+    const retryDelay = 100;
+    const frozen = freezable(store);
+    const stopB = new AbortController();
+    let crashedSignal: AbortSignal | undefined;
+    let crashedAt = 0;
+    let abortedAt = 0;
+    const a = createMutex(frozen.backend, { name: "c", ttl, retryDelay, owner: "a" });
+    const b = createMutex(store, { name: "c", ttl, retryDelay, owner: "b" });
+    const loopA = a.lead(
+      async (signal) => {
+        crashedSignal = signal;
+        await sleep(170); // just before the first renewal (due at ttl/3 ± 10 %: 180–220 ms)
+        frozen.freeze(); // the leader freezes: its renewals and releases never arrive
+        crashedAt = performance.now();
+        await untilAborted(signal);
+        abortedAt = performance.now();
+      },
+      { signal: AbortSignal.timeout(5_000), onError: () => {} },
+    );
+    await sleep(10);
+    let tookOver = 0;
+    const loopB = b.lead(
+      async (signal) => {
+        tookOver = performance.now();
+        await untilAborted(signal);
+      },
+      { signal: stopB.signal },
+    );
+    while (!tookOver) await sleep(5);
+    expect(crashedSignal?.aborted).toBe(true);
+    expect(abortedAt).toBeLessThan(tookOver);
+    expect(tookOver - crashedAt).toBeLessThanOrEqual(ttl + retryDelay);
+    stopB.abort();
+    await loopB;
+    void loopA; // the frozen instance never finishes its release; it is abandoned like a dead process
+  });
+});
+
+describe("watch", () => {
+  it("yields this instance's elected and deposed changes and the leader seen on the backend", async () => {
+    const store = memory();
+    const mutex = createMutex(store, { name: "w", ttl: 300, retryDelay: 20, owner: "me" });
+    const other = createMutex(store, { name: "w", ttl: 300, retryDelay: 20, owner: "other" });
+    const end = new AbortController();
+    const seen: LeadershipChange[] = [];
+    const collecting = (async () => {
+      for await (const change of mutex.watch({ signal: end.signal, interval: 10 })) seen.push(change);
+    })();
+    await sleep(30);
+    const stop = new AbortController();
+    const loop = mutex.lead(() => sleep(60_000, stop.signal), { signal: stop.signal });
+    await sleep(60);
+    stop.abort();
+    await loop;
+    const lease = (await other.tryAcquire())!;
+    await sleep(60);
+    await lease.release();
+    await sleep(60);
+    end.abort();
+    await collecting;
+    const types = seen.map((c) => (c.type === "leader" ? `leader:${c.leader?.owner ?? "none"}` : c.type));
+    expect(types[0]).toBe("leader:none");
+    expect(types).toContain("elected");
+    expect(types).toContain("deposed");
+    expect(types.indexOf("elected")).toBeLessThan(types.indexOf("deposed"));
+    expect(types).toContain("leader:me");
+    expect(types).toContain("leader:other");
+    expect(types.at(-1)).toBe("leader:none");
+    const deposed = seen.find((c) => c.type === "deposed");
+    expect(deposed?.type === "deposed" && deposed.reason).toBeInstanceOf(LeaseLostError);
+  });
+
+  it("ends when the loop breaks", async () => {
+    const mutex = createMutex(memory(), { name: "w" });
+    for await (const change of mutex.watch({ interval: 10 })) {
+      expect(change).toEqual({ type: "leader", leader: null });
+      break;
+    }
+  });
+});
+
+describe("health and stalls", () => {
+  const fake = () =>
+    vi.useFakeTimers({
+      toFake: ["setTimeout", "clearTimeout", "setInterval", "clearInterval", "performance", "Date"],
+    });
+
+  it("is healthy while leading in time and unhealthy when leading past the deadline", async () => {
+    fake();
+    const mutex = createMutex(memory(), { name: "s", ttl: 1_000, renew: false });
+    expect(mutex.health()).toEqual({ healthy: true, leading: false });
+    const stop = new AbortController();
+    const loop = mutex.lead((signal) => sleep(60_000, signal), { signal: stop.signal });
+    await vi.advanceTimersByTimeAsync(1);
+    expect(mutex.health()).toMatchObject({ healthy: true, leading: true });
+    // The loop stalls: the clocks move past the deadline, no timer has run.
+    const later = performance.now() + 2_000;
+    vi.spyOn(performance, "now").mockReturnValue(later);
+    vi.setSystemTime(Date.now() + 2_000);
+    const health = mutex.health();
+    expect(health.healthy).toBe(false);
+    expect(health.reason).toMatch(/past the local deadline/);
+    vi.restoreAllMocks();
+    stop.abort();
+    await vi.advanceTimersByTimeAsync(1_000);
+    await loop;
+  });
+
+  it("a renewal timer that fires later than stopMargin aborts the lease first and frees the lock", async () => {
+    fake();
+    const store = memory();
+    const renew = vi.fn(store.renew);
+    const mutex = createMutex({ ...store, renew }, { name: "s", ttl: 3_000, stopMargin: 200 });
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
+    const lease = (await mutex.tryAcquire())!;
+    // The renewal is due at 1 000 ms; the loop is blocked for 1 300 ms, then timers run.
+    const stalled = performance.now() + 1_300;
+    vi.spyOn(performance, "now").mockReturnValue(stalled);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toMatch(/event loop stalled/);
+    expect(renew).not.toHaveBeenCalled();
+    vi.restoreAllMocks();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await mutex.holder()).toBeNull();
+  });
+});
