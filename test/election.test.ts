@@ -54,12 +54,14 @@ describe("lead", () => {
   });
 
   it("reports a task that throws and campaigns again after a backoff", async () => {
-    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 20 });
+    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 50 });
     const stop = new AbortController();
     const errors: unknown[] = [];
     const tokens: number[] = [];
+    const starts: number[] = [];
     await mutex.lead(
       async (_signal, lease) => {
+        starts.push(performance.now());
         tokens.push(lease.token);
         if (tokens.length === 3) stop.abort();
         throw new Error(`task ${tokens.length} failed`);
@@ -72,6 +74,8 @@ describe("lead", () => {
       "task 2 failed",
       "task 3 failed",
     ]);
+    // the backoff after a failure: retryDelay jittered by ±25 %
+    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(37);
   });
 
   it("does not report a task that rejects with its own signal's reason", async () => {
