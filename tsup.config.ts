@@ -1,10 +1,11 @@
 import { existsSync } from "node:fs";
 import { defineConfig } from "tsup";
 
-// One entry per subpath export; adapters join when their file exists.
+// One entry per subpath export, plus the CLI (package.json "bin").
 const entry = [
   "src/index.ts",
   "src/testing.ts",
+  "src/cli.ts",
   ...["memory", "upstash", "azure-blob"].map((b) => `src/backends/${b}.ts`),
 ].filter((f) => existsSync(f));
 

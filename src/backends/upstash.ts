@@ -1,0 +1,287 @@
+/**
+ * The Upstash Redis backend: speaks Upstash's REST API with `fetch` only, no client library.
+ * Each operation is one Lua script and one HTTP round trip.
+ *
+ * Keys, for a lock named `n` and the default prefix: `leasehold:{n}` holds the lease (a string
+ * `nonce|token|owner` with a PX expiry) and `leasehold:{n}:fence` the fencing counter, which
+ * never expires so tokens keep increasing across holders. The braces are a Redis hash tag: both
+ * keys of a name live in one slot, as a multi-key script needs on a cluster.
+ *
+ * Upstash replicates asynchronously. The scripts are writes, so they run on the primary; a
+ * failover that loses the last writes can let a second holder in while the first still runs.
+ * The fencing token is what keeps a fenced resource safe then.
+ *
+ * @example From the environment (Node, Bun, Deno)
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { fromEnv } from "leasehold/upstash";
+ *
+ * const mutex = createMutex(fromEnv(), { name: "nightly-report" });
+ * ```
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../backend.ts";
+import { BackendError } from "../errors.ts";
+import { redact, send } from "../http.ts";
+
+/** Options of {@link upstash}. */
+export interface UpstashOptions {
+  /** The database's REST URL (`UPSTASH_REDIS_REST_URL`), `https://…` (or `http://` for local servers). */
+  url: string;
+  /** The REST token (`UPSTASH_REDIS_REST_TOKEN`). A read-only token cannot take locks. */
+  token: string;
+  /** The `fetch` to use. Default: the global `fetch`. */
+  fetch?: FetchLike;
+  /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
+  prefix?: string;
+}
+
+/** The environment variables {@link fromEnv} reads: Workers' `env`, `process.env`, or any record. */
+export type UpstashEnv = Record<string, unknown>;
+
+const NAME = "upstash";
+
+// KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
+// Free: bump the fence and set the lock. Already ours (a retried acquire): extend and keep the
+// token. Taken: return the holder's value and PTTL.
+const ACQUIRE = `local v=redis.call("GET",KEYS[1])
+if v then
+if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
+redis.call("PEXPIRE",KEYS[1],ARGV[2])
+return {1,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
+end
+return {0,v,redis.call("PTTL",KEYS[1])}
+end
+local t=redis.call("INCR",KEYS[2])
+redis.call("SET",KEYS[1],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
+return {1,t}`;
+
+// KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
+const RENEW = `local v=redis.call("GET",KEYS[1])
+if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
+return 0`;
+
+// KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
+const RELEASE = `local v=redis.call("GET",KEYS[1])
+if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
+return 0`;
+
+// KEYS[1] lock. nil when free, else the value and its PTTL.
+const INSPECT = `local v=redis.call("GET",KEYS[1])
+if not v then return nil end
+return {v,redis.call("PTTL",KEYS[1])}`;
+
+function parseValue(value: string): { owner: string; token: number } | null {
+  const m = /^[^|]*\|(\d+)\|/.exec(value);
+  const token = m ? Number(m[1]) : Number.NaN;
+  return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
+}
+
+function check(ok: boolean, message: string): void {
+  if (!ok) throw new TypeError(`[leasehold] [upstash] ${message}`);
+}
+
+/**
+ * Creates an Upstash Redis backend for {@link createMutex}.
+ *
+ * @param options `url` and `token` of the database (the REST ones from the Upstash console),
+ *   plus an optional `fetch` and key `prefix`.
+ * @returns A backend named `"upstash"` with no ttl bounds of its own.
+ * @throws {TypeError} When `url` is not an http(s) URL, `token` is empty or not a valid header
+ *   value, or `prefix` is not a string. The token is never part of the message.
+ *
+ * @example A mutex on Upstash
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { upstash } from "leasehold/upstash";
+ *
+ * const backend = upstash({ url: "https://eu1-example.upstash.io", token: "AX…" });
+ * await using lease = await createMutex(backend, { name: "nightly-report" }).acquire();
+ * ```
+ */
+export function upstash(options: UpstashOptions): Backend {
+  const { url, token, prefix = "leasehold:", fetch: fetchOption } = options ?? ({} as UpstashOptions);
+  check(typeof url === "string" && url !== "", "option url is required: the database's REST URL");
+  let parsed: URL | undefined;
+  try {
+    parsed = new URL(url);
+  } catch {
+    // reported below
+  }
+  // Only the scheme is shown: a redis:// URL carries the password.
+  const scheme = parsed ? parsed.protocol : "no URL";
+  const hint = /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "";
+  check(/^https?:$/.test(scheme), `option url must be an http(s) URL, got ${scheme}${hint}`);
+  check(typeof token === "string" && token !== "", "option token is required: the database's REST token");
+  // A token that is not a valid header value would make fetch throw with the value in its message.
+  check(/^[\x21-\x7e]+$/.test(token), "option token contains characters that are not allowed in a header");
+  check(typeof prefix === "string", "option prefix must be a string");
+  check(fetchOption === undefined || typeof fetchOption === "function", "option fetch must be a function");
+  const fetchFn: FetchLike = fetchOption ?? ((u, init) => fetch(u, init));
+  const endpoint = `${url.replace(/\/+$/, "")}/`;
+  const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+  const secrets = [token];
+
+  // Always EVAL, never EVALSHA with a NOSCRIPT fallback. Measured with bench/upstash-script.ts
+  // (redis-server 7.0.15 behind the test bridge on loopback, 3 000 interleaved iterations),
+  // median ms EVAL vs EVALSHA: acquire 0.437 vs 0.433, renew 0.421 vs 0.418, release 0.415 vs
+  // 0.413, inspect 0.410 vs 0.411. EVALSHA saves ~160 request bytes and < 1 % of the time; EVAL
+  // is always exactly one round trip (no NOSCRIPT detour after a failover or SCRIPT FLUSH), needs
+  // no SHA-1, and is less code. Redis caches the compiled script either way.
+  async function evaluate(
+    script: string,
+    keys: string[],
+    args: (string | number)[],
+    signal: AbortSignal | undefined,
+  ): Promise<unknown> {
+    const body = JSON.stringify(["EVAL", script, keys.length, ...keys, ...args]);
+    const reply = await send(NAME, fetchFn, endpoint, { method: "POST", headers, body, signal }, secrets);
+    const { status } = reply;
+    if (status === 401 || status === 403) {
+      throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
+        backend: NAME,
+        status,
+        retryable: false,
+        auth: true,
+      });
+    }
+    let json: unknown;
+    try {
+      json = JSON.parse(reply.body);
+    } catch {
+      // Not JSON: a proxy's error page, or a body cut short. Worth another try.
+      const snippet = redact(reply.body, secrets).slice(0, 80).replace(/\s+/g, " ");
+      throw new BackendError(`HTTP ${status} with a body that is not JSON: ${JSON.stringify(snippet)}`, {
+        backend: NAME,
+        status,
+        retryable: true,
+      });
+    }
+    const error = typeof json === "object" && json !== null ? (json as { error?: unknown }).error : undefined;
+    if (typeof error === "string" || status !== 200) {
+      const text = typeof error === "string" ? redact(error, secrets) : "";
+      // Redis' own transient states are worth another try; so are 5xx, 408 and 429.
+      const transient = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY)\b/.test(text);
+      const message = status === 200 ? text : text ? `${text} (HTTP ${status})` : `HTTP ${status}`;
+      throw new BackendError(message, {
+        backend: NAME,
+        status,
+        retryable: status >= 500 || status === 408 || status === 429 || transient,
+        auth: text.startsWith("NOPERM"),
+      });
+    }
+    if (typeof json !== "object" || json === null || !("result" in json)) throw malformed(json, status);
+    return (json as { result: unknown }).result;
+  }
+
+  function malformed(result: unknown, status = 200): BackendError {
+    const text = redact(JSON.stringify(result) ?? String(result), secrets).slice(0, 120);
+    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status, retryable: true });
+  }
+
+  const lockKey = (key: string) => `${prefix}{${key}}`;
+  const ttlArg = (ttl: number) => Math.ceil(ttl);
+  const nonceArg = (nonce: string) => {
+    // The nonce is the value's first field; "|" would make it ambiguous.
+    check(
+      typeof nonce === "string" && nonce !== "" && !nonce.includes("|"),
+      "nonce must be non-empty without |",
+    );
+    return nonce;
+  };
+
+  return {
+    name: NAME,
+
+    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      const k = lockKey(key);
+      const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
+      if (Array.isArray(r) && r[0] === 1 && r.length === 2 && Number.isSafeInteger(r[1]) && r[1] > 0) {
+        return { ok: true, token: r[1] };
+      }
+      if (
+        Array.isArray(r) &&
+        r[0] === 0 &&
+        r.length === 3 &&
+        typeof r[1] === "string" &&
+        typeof r[2] === "number"
+      ) {
+        const holder = parseValue(r[1]);
+        const result: AcquireResult = { ok: false };
+        if (holder) result.holder = holder;
+        if (r[2] > 0) result.retryAfter = r[2];
+        return result;
+      }
+      throw malformed(r);
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      const r = await evaluate(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal);
+      if (r === 0 || r === 1) return r === 1;
+      throw malformed(r);
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
+      if (r !== 0 && r !== 1) throw malformed(r);
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const r = await evaluate(INSPECT, [lockKey(key)], [], signal);
+      if (r === null) return null;
+      if (Array.isArray(r) && r.length === 2 && typeof r[0] === "string" && typeof r[1] === "number") {
+        const holder = parseValue(r[0]);
+        if (!holder) {
+          throw new BackendError("the lock key holds a value leasehold did not write", {
+            backend: NAME,
+            retryable: false,
+          });
+        }
+        return r[1] > 0 ? { ...holder, ttlLeft: r[1] } : holder;
+      }
+      throw malformed(r);
+    },
+  };
+}
+
+/**
+ * Creates an Upstash Redis backend from `UPSTASH_REDIS_REST_URL` and `UPSTASH_REDIS_REST_TOKEN`
+ * (or Vercel's `KV_REST_API_URL` and `KV_REST_API_TOKEN`).
+ *
+ * @param env Where to read the variables: Workers' `env` binding, or any record. Default:
+ *   `process.env` (Node, Bun) or `Deno.env` (Deno, needs `--allow-env`).
+ * @param options The other {@link UpstashOptions}: `fetch` and `prefix`.
+ * @returns The backend, as {@link upstash} makes it.
+ * @throws {TypeError} When a variable is missing or invalid.
+ *
+ * @example In a Cloudflare Worker
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { fromEnv } from "leasehold/upstash";
+ *
+ * export default {
+ *   async scheduled(_controller, env, ctx) {
+ *     const lease = await createMutex(fromEnv(env), { name: "cron" }).tryAcquire();
+ *     if (lease) ctx.waitUntil(doWork(lease.signal).finally(() => lease.release()));
+ *   },
+ * };
+ * ```
+ */
+export function fromEnv(env?: UpstashEnv, options?: Omit<UpstashOptions, "url" | "token">): Backend {
+  const read = env ? (name: string) => env[name] : readGlobalEnv;
+  const url = read("UPSTASH_REDIS_REST_URL") || read("KV_REST_API_URL");
+  const token = read("UPSTASH_REDIS_REST_TOKEN") || read("KV_REST_API_TOKEN");
+  check(typeof url === "string" && url !== "", "UPSTASH_REDIS_REST_URL is not set");
+  check(typeof token === "string" && token !== "", "UPSTASH_REDIS_REST_TOKEN is not set");
+  return upstash({ ...options, url: url as string, token: token as string });
+}
+
+function readGlobalEnv(name: string): unknown {
+  const g = globalThis as {
+    process?: { env?: Record<string, string | undefined> };
+    Deno?: { env?: { get(name: string): string | undefined } };
+  };
+  if (g.Deno?.env) return g.Deno.env.get(name);
+  return g.process?.env?.[name];
+}
