@@ -15,7 +15,8 @@ import { createLease, type Lease, releaseNonce, requestSignal } from "./lease.ts
 export interface MutexOptions {
   /**
    * The lock name, shared by every instance that must exclude the others. 1–255 characters:
-   * letters, digits and `- _ . : / @ +`; it must not start or end with `/` or `.`, nor contain `//`.
+   * letters, digits and `- _ . : / @ +`; it must not start or end with `/` or `.`, nor contain `//`
+   * or a `.` or `..` segment (URLs would collapse them in a blob name).
    * It becomes the Redis key or blob name (after the backend's prefix).
    */
   name: string;
@@ -144,9 +145,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     `name must be 1–255 characters, got ${name.length}`,
   );
   check(
-    NAME.test(name) && !name.includes("//"),
+    NAME.test(name) && !name.includes("//") && !name.split("/").some((s) => s === "." || s === ".."),
     RangeError,
-    `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without //`,
+    `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without // or a . or .. segment`,
   );
   check(
     Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_TIMER,

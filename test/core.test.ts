@@ -418,6 +418,8 @@ describe("options are checked at createMutex", () => {
     [{ name: "a//b" }, RangeError, /invalid/],
     [{ name: "ends." }, RangeError, /invalid/],
     [{ name: "/starts" }, RangeError, /invalid/],
+    [{ name: "a/../b" }, RangeError, /invalid/],
+    [{ name: "a/./b" }, RangeError, /invalid/],
     [{ name: 3 }, TypeError, /name must be a string/],
     [{ name: "n", ttl: 0 }, RangeError, /ttl must be an integer number of ms from 10/],
     [{ name: "n", ttl: Number.NaN }, RangeError, /ttl/],

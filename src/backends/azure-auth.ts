@@ -1,0 +1,248 @@
+// Azure Storage credentials for the azure-blob backend: connection strings, SharedKey signing with
+// WebCrypto, SAS tokens and bearer tokens from a TokenCredential. Internal: not a package entry.
+
+/**
+ * A credential shaped like `@azure/identity`'s `TokenCredential`, such as
+ * `new DefaultAzureCredential()`. leasehold asks it for the scope
+ * `https://storage.azure.com/.default` and reuses the token until 2 minutes before
+ * `expiresOnTimestamp` (epoch ms).
+ */
+export interface TokenCredentialLike {
+  getToken(
+    scopes: string | string[],
+    options?: { abortSignal?: AbortSignal },
+  ): Promise<{ token: string; expiresOnTimestamp: number } | null>;
+}
+
+/** A request after authorization: the URL to send (a SAS adds its query) and the headers. */
+export interface Authorized {
+  url: string;
+  headers: Record<string, string>;
+}
+
+/** How requests to one storage account are authorized, and what must never appear in an error. */
+export interface Auth {
+  /** Adds `x-ms-date` and the credential (Authorization header or SAS query) to a request. */
+  authorize(
+    method: string,
+    url: string,
+    headers: Record<string, string>,
+    signal?: AbortSignal,
+  ): Promise<Authorized>;
+  /** Strings to redact from every message and cause (key, SAS, signature, tokens seen so far). */
+  readonly secrets: string[];
+}
+
+/** Azurite's well-known development account and its published key (not a secret). */
+export const DEV_ACCOUNT = "devstoreaccount1";
+/** Azurite's published development key. */
+export const DEV_KEY =
+  "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+const SCOPE = "https://storage.azure.com/.default";
+const REFRESH_MARGIN = 120_000;
+const enc = new TextEncoder();
+
+function fail(message: string): never {
+  throw new TypeError(`[leasehold] [azure-blob] ${message}`);
+}
+
+/** Whether `s` is standard base64 that decodes to at least one byte. */
+function isBase64(s: string): boolean {
+  return s.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(s);
+}
+
+function base64ToBytes(s: string): Uint8Array<ArrayBuffer> {
+  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
+}
+
+function bytesToBase64(bytes: ArrayBuffer): string {
+  let s = "";
+  for (const b of new Uint8Array(bytes)) s += String.fromCharCode(b);
+  return btoa(s);
+}
+
+/** The pieces of a storage connection string that leasehold uses. */
+export interface ConnectionInfo {
+  accountUrl: string;
+  accountName?: string;
+  accountKey?: string;
+  sasToken?: string;
+}
+
+/**
+ * Parses a storage connection string: `AccountName`, `AccountKey`, `BlobEndpoint`,
+ * `DefaultEndpointsProtocol`, `EndpointSuffix`, `SharedAccessSignature`, or
+ * `UseDevelopmentStorage=true` (Azurite at `http://127.0.0.1:10000/devstoreaccount1`). Other
+ * keys (`QueueEndpoint`, ...) are ignored. Errors never quote the string.
+ */
+export function parseConnectionString(text: string): ConnectionInfo {
+  const fields = new Map<string, string>();
+  for (const part of text.split(";")) {
+    if (part.trim() === "") continue;
+    const eq = part.indexOf("=");
+    if (eq <= 0) fail("options.connectionString is malformed: expected Key=Value pairs separated by ';'");
+    fields.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).trim());
+  }
+  if (fields.get("usedevelopmentstorage")?.toLowerCase() === "true") {
+    return {
+      accountUrl: `http://127.0.0.1:10000/${DEV_ACCOUNT}`,
+      accountName: DEV_ACCOUNT,
+      accountKey: DEV_KEY,
+    };
+  }
+  const accountName = fields.get("accountname");
+  const accountKey = fields.get("accountkey");
+  const sasToken = fields.get("sharedaccesssignature");
+  let accountUrl = fields.get("blobendpoint");
+  if (accountUrl === undefined) {
+    if (!accountName) {
+      fail("options.connectionString is malformed: it needs AccountName or BlobEndpoint");
+    }
+    const protocol = (fields.get("defaultendpointsprotocol") ?? "https").toLowerCase();
+    if (protocol !== "https" && protocol !== "http") {
+      fail("options.connectionString is malformed: DefaultEndpointsProtocol must be https or http");
+    }
+    accountUrl = `${protocol}://${accountName}.blob.${fields.get("endpointsuffix") ?? "core.windows.net"}`;
+  }
+  if (accountKey !== undefined) {
+    if (!accountName) fail("options.connectionString is malformed: AccountKey needs AccountName");
+    return { accountUrl, accountName, accountKey };
+  }
+  if (sasToken !== undefined) return { accountUrl, sasToken };
+  return fail("options.connectionString is malformed: it needs AccountKey or SharedAccessSignature");
+}
+
+/**
+ * SharedKey: `Authorization: SharedKey <account>:<base64 HMAC-SHA256(key, StringToSign)>`. The
+ * canonical resource is `/` + account + the URL path as sent, so path-style URLs (Azurite:
+ * `/devstoreaccount1/devstoreaccount1/container/blob`) and host-style URLs both sign right.
+ */
+export function sharedKeyAuth(accountName: string, accountKey: string, option = "options.accountKey"): Auth {
+  if (!isBase64(accountKey)) fail(`${option} is not a base64 storage account key`);
+  if (!/^[a-z0-9]{3,24}$/.test(accountName)) {
+    fail("options.accountName must be 3-24 lowercase letters and digits");
+  }
+  let key: Promise<CryptoKey> | undefined;
+  return {
+    secrets: [accountKey],
+    async authorize(method, url, headers) {
+      const h: Record<string, string> = { ...headers, "x-ms-date": new Date().toUTCString() };
+      key ??= crypto.subtle.importKey(
+        "raw",
+        base64ToBytes(accountKey),
+        { name: "HMAC", hash: "SHA-256" },
+        false,
+        ["sign"],
+      );
+      const signature = await crypto.subtle.sign(
+        "HMAC",
+        await key,
+        enc.encode(stringToSign(accountName, method, url, h)),
+      );
+      h.authorization = `SharedKey ${accountName}:${bytesToBase64(signature)}`;
+      return { url, headers: h };
+    },
+  };
+}
+
+/** The SharedKey StringToSign for a request whose header names are all lower-case. */
+export function stringToSign(
+  accountName: string,
+  method: string,
+  url: string,
+  headers: Record<string, string>,
+): string {
+  const u = new URL(url);
+  const get = (name: string): string => headers[name] ?? "";
+  const length = get("content-length");
+  const standard = [
+    method.toUpperCase(),
+    get("content-encoding"),
+    get("content-language"),
+    length === "0" ? "" : length,
+    get("content-md5"),
+    get("content-type"),
+    get("date"),
+    get("if-modified-since"),
+    get("if-match"),
+    get("if-none-match"),
+    get("if-unmodified-since"),
+    get("range"),
+  ];
+  const msHeaders = Object.keys(headers)
+    .filter((n) => n.startsWith("x-ms-"))
+    .sort()
+    .map((n) => `${n}:${headers[n]!.replace(/\s+/g, " ").trim()}\n`)
+    .join("");
+  const query = new Map<string, string[]>();
+  u.searchParams.forEach((value, name) => {
+    const n = name.toLowerCase();
+    query.set(n, [...(query.get(n) ?? []), value]);
+  });
+  const params = [...query.keys()]
+    .sort()
+    .map((n) => `\n${n}:${query.get(n)!.sort().join(",")}`)
+    .join("");
+  return `${standard.join("\n")}\n${msHeaders}/${accountName}${u.pathname}${params}`;
+}
+
+/** SAS: the token is appended to the query; no Authorization header. */
+export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
+  const token = sasToken.startsWith("?") ? sasToken.slice(1) : sasToken;
+  const sig = new URLSearchParams(token).get("sig");
+  if (!sig || !/^[^?#\s]+$/.test(token)) {
+    fail(`${option} must be a SAS query string such as "sv=...&sig=..." (with a sig parameter)`);
+  }
+  return {
+    secrets: [
+      sasToken,
+      token,
+      sig,
+      encodeURIComponent(sig),
+      ...token.split("&").filter((p) => p.startsWith("sig=")),
+    ],
+    async authorize(_method, url, headers) {
+      return {
+        url: `${url}${url.includes("?") ? "&" : "?"}${token}`,
+        headers: { ...headers, "x-ms-date": new Date().toUTCString() },
+      };
+    },
+  };
+}
+
+/**
+ * Bearer (Microsoft Entra ID): `Authorization: Bearer <token>` from `credential.getToken`, cached
+ * until 2 minutes before it expires; concurrent requests share one refresh.
+ */
+export function bearerAuth(credential: TokenCredentialLike): Auth {
+  if (typeof credential?.getToken !== "function") {
+    fail("options.credential must have a getToken(scopes) method, like @azure/identity's credentials");
+  }
+  const secrets: string[] = [];
+  let cached: { token: string; expiresOnTimestamp: number } | undefined;
+  let pending: Promise<{ token: string; expiresOnTimestamp: number } | null> | undefined;
+  return {
+    secrets,
+    async authorize(_method, url, headers, signal) {
+      if (cached === undefined || Date.now() >= cached.expiresOnTimestamp - REFRESH_MARGIN) {
+        pending ??= credential.getToken(SCOPE, signal ? { abortSignal: signal } : {}).finally(() => {
+          pending = undefined;
+        });
+        const got = await pending;
+        if (!got || typeof got.token !== "string" || got.token === "") {
+          throw new TypeError("[leasehold] [azure-blob] options.credential.getToken returned no token");
+        }
+        cached = got;
+        if (!secrets.includes(got.token)) secrets.splice(0, secrets.length, ...secrets.slice(-3), got.token);
+      }
+      return {
+        url,
+        headers: {
+          ...headers,
+          "x-ms-date": new Date().toUTCString(),
+          authorization: `Bearer ${cached.token}`,
+        },
+      };
+    },
+  };
+}

@@ -1,0 +1,458 @@
+/**
+ * The Azure Blob Storage backend: one blob per lock name, held with a blob lease. Speaks the
+ * REST API over `fetch` only (SharedKey signed with WebCrypto, SAS or bearer tokens), so it runs
+ * on Node, Bun, Deno and Cloudflare Workers with no dependency.
+ *
+ * Each lock is a zero-length page blob named `prefix + name`. Acquire takes a blob lease with the
+ * nonce as its id, then, under that lease, increments the page blob's sequence number (the
+ * fencing token, returned by the same call) while writing the owner to the blob's metadata
+ * (`owner`, percent-encoded). Both writes go out together, so an acquire costs two round trips
+ * (three requests); renew and release cost one, `inspect` one HEAD.
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../backend.ts";
+import { BackendError } from "../errors.ts";
+import { type HttpReply, scrub, send } from "../http.ts";
+import {
+  type Auth,
+  bearerAuth,
+  parseConnectionString,
+  sasAuth,
+  sharedKeyAuth,
+  type TokenCredentialLike,
+} from "./azure-auth.ts";
+
+export type { TokenCredentialLike } from "./azure-auth.ts";
+
+/** Options every credential form shares. */
+export interface AzureBlobCommonOptions {
+  /**
+   * The container that holds the lock blobs: 3–63 characters, lowercase letters, digits and
+   * single hyphens, starting and ending with a letter or digit. Required, except with
+   * `containerUrl`, where it is the URL's last path segment.
+   */
+  container?: string;
+  /** Prepended to every lock name to form the blob name, such as `"locks/"`. Default `""`. */
+  prefix?: string;
+  /**
+   * Create the container on first use when it is missing (needs account-level permission).
+   * Default `false`: a missing container is a non-retryable {@link BackendError}.
+   */
+  createContainer?: boolean;
+  /** The `fetch` to send requests with. Default: the global `fetch`. */
+  fetch?: FetchLike;
+}
+
+/** The credential forms: exactly one of them. */
+export type AzureBlobCredentials =
+  | {
+      /**
+       * A storage connection string: `AccountName` + `AccountKey` (with `BlobEndpoint` or
+       * `DefaultEndpointsProtocol`/`EndpointSuffix`), `BlobEndpoint` + `SharedAccessSignature`,
+       * or `UseDevelopmentStorage=true` for Azurite on `127.0.0.1:10000`.
+       */
+      connectionString: string;
+    }
+  | {
+      /** `https://<account>.blob.core.windows.net`, or `http://127.0.0.1:10000/devstoreaccount1` for Azurite. */
+      accountUrl: string;
+      /** The storage account name. */
+      accountName: string;
+      /** The base64 account key; requests are signed with SharedKey (HMAC-SHA256). */
+      accountKey: string;
+    }
+  | {
+      /** The account URL the SAS was issued for. */
+      accountUrl: string;
+      /** A SAS query string (`sv=...&sig=...`, a leading `?` is fine) with read and write permission. */
+      sasToken: string;
+    }
+  | {
+      /** A container URL, such as `https://<account>.blob.core.windows.net/locks`; the container is taken from it. */
+      containerUrl: string;
+      /** A container SAS query string with read, write and create permission. */
+      sasToken: string;
+    }
+  | {
+      /** `https://<account>.blob.core.windows.net`. */
+      accountUrl: string;
+      /** A `TokenCredential` such as `new DefaultAzureCredential()`; needs "Storage Blob Data Contributor". */
+      credential: TokenCredentialLike;
+    };
+
+/** Options of {@link azureBlob}: the common options plus exactly one credential form. */
+export type AzureBlobOptions = AzureBlobCommonOptions & AzureBlobCredentials;
+
+const NAME = "azure-blob";
+const VERSION = "2024-11-04";
+const MIN_TTL = 15_000;
+const MAX_TTL = 60_000;
+const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const CONTAINER = /^(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
+
+function typeError(message: string): never {
+  throw new TypeError(`[leasehold] [${NAME}] ${message}`);
+}
+
+function baseUrl(value: unknown, option: string): string {
+  if (typeof value !== "string") typeError(`${option} must be a URL string`);
+  let u: URL;
+  try {
+    u = new URL(value);
+  } catch {
+    return typeError(`${option} is not a valid URL`);
+  }
+  if (u.protocol !== "https:" && u.protocol !== "http:") typeError(`${option} must be an http(s) URL`);
+  if (u.search !== "" || u.hash !== "") {
+    typeError(`${option} must not have a query or fragment; pass a SAS as options.sasToken`);
+  }
+  return u.href.replace(/\/+$/, "");
+}
+
+/** Checks a blob name for what Azure and URLs can hold, and encodes it per path segment. */
+function blobPath(name: string): string {
+  const segments = name.split("/");
+  if (
+    name.length === 0 ||
+    name.length > 1024 ||
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: rejecting control characters
+    /[\u0000-\u001f\u007f\\]/.test(name) ||
+    /[./]$/.test(name) ||
+    segments.some((s) => s === "." || s === ".." || s === "")
+  ) {
+    typeError(
+      `blob name ${JSON.stringify(name)} cannot be an Azure blob: it must be 1-1024 characters, without control characters, backslashes, empty, "." or ".." path segments, and not end with "." or "/"`,
+    );
+  }
+  try {
+    return segments.map(encodeURIComponent).join("/");
+  } catch {
+    return typeError(`blob name ${JSON.stringify(name)} is not well-formed Unicode`);
+  }
+}
+
+function checkTtl(ttl: number): void {
+  if (!Number.isFinite(ttl) || ttl < MIN_TTL || ttl > MAX_TTL) {
+    throw new RangeError(
+      `[leasehold] [${NAME}] ttl must be between ${MIN_TTL} and ${MAX_TTL} ms (Azure leases last 15-60 s), got ${ttl}`,
+    );
+  }
+}
+
+function checkNonce(nonce: string): void {
+  // A non-GUID lease id is a 400 on Azure and corrupts the blob on Azurite: never send one.
+  if (typeof nonce !== "string" || !GUID.test(nonce)) typeError("nonce must be a GUID (crypto.randomUUID())");
+}
+
+function errorCode(r: HttpReply): string {
+  return r.header("x-ms-error-code") ?? /<Code>([^<]*)<\/Code>/.exec(r.body)?.[1] ?? "";
+}
+
+/** A lease answer that means "someone else's lease, or none of ours". */
+function notOurs(r: HttpReply): boolean {
+  return r.status === 404 || (r.status === 409 && errorCode(r).startsWith("Lease"));
+}
+
+/**
+ * An Azure Blob lease backend for {@link createMutex}. Lock `name` lives in the blob
+ * `prefix + name` of `container`; the ttl must be 15–60 s (`ttlRange`), Azure's lease range, and
+ * is sent as `ceil(ttl / 1000)` seconds. A renewal keeps the duration set at acquire.
+ *
+ * Requests per operation: acquire 2 round trips (lease, then the fence and owner writes in
+ * parallel; 3 requests), plus container and blob creation the first time; a contended acquire 1;
+ * renew 1; release 1; inspect 1. A contended acquire does not report the holder or a
+ * `retryAfter` (Azure's lease answer carries neither).
+ *
+ * Options are checked here: a missing or invalid `container`, no or several credential forms,
+ * a malformed connection string, key or SAS throw a `TypeError` that names the option and never
+ * quotes the secret.
+ *
+ * @param options The container, one credential form, and `prefix`, `createContainer`, `fetch`.
+ * @returns A {@link Backend} named `"azure-blob"` with `ttlRange` `[15_000, 60_000]`.
+ *
+ * @example Connection string
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { azureBlob } from "leasehold/azure-blob";
+ *
+ * const backend = azureBlob({ connectionString: process.env.AZURE_STORAGE_CONNECTION_STRING!, container: "locks" });
+ * const mutex = createMutex(backend, { name: "nightly-report", ttl: 30_000 });
+ * await using lease = await mutex.acquire();
+ * ```
+ *
+ * @example DefaultAzureCredential
+ * ```ts
+ * import { DefaultAzureCredential } from "@azure/identity";
+ *
+ * const backend = azureBlob({
+ *   accountUrl: "https://myaccount.blob.core.windows.net",
+ *   credential: new DefaultAzureCredential(),
+ *   container: "locks",
+ * });
+ * ```
+ *
+ * @example Azurite with SAS
+ * ```ts
+ * const backend = azureBlob({ containerUrl: "http://127.0.0.1:10000/devstoreaccount1/locks", sasToken });
+ * ```
+ */
+export function azureBlob(options: AzureBlobOptions): Backend {
+  if (typeof options !== "object" || options === null) typeError("options must be an object");
+  const o = options as unknown as Partial<Record<string, unknown>>;
+  const forms = ["connectionString", "accountKey", "sasToken", "credential"].filter(
+    (k) => o[k] !== undefined,
+  );
+  if (forms.length !== 1) {
+    typeError(
+      forms.length === 0
+        ? "options need one credential: connectionString, accountUrl + accountName + accountKey, accountUrl or containerUrl + sasToken, or accountUrl + credential"
+        : `options have several credentials (${forms.join(", ")}); pass exactly one`,
+    );
+  }
+  let auth: Auth;
+  let account: string;
+  let container = o.container;
+  if (o.connectionString !== undefined) {
+    if (typeof o.connectionString !== "string") typeError("options.connectionString must be a string");
+    if (o.accountUrl !== undefined || o.containerUrl !== undefined || o.accountName !== undefined) {
+      typeError("options.connectionString cannot be combined with accountUrl, containerUrl or accountName");
+    }
+    const info = parseConnectionString(o.connectionString);
+    account = baseUrl(info.accountUrl, "the connection string's BlobEndpoint");
+    auth =
+      info.accountKey !== undefined
+        ? sharedKeyAuth(info.accountName!, info.accountKey, "the connection string's AccountKey")
+        : sasAuth(info.sasToken!, "the connection string's SharedAccessSignature");
+    auth.secrets.push(o.connectionString);
+  } else if (o.containerUrl !== undefined) {
+    if (o.sasToken === undefined || o.accountUrl !== undefined) {
+      typeError(
+        "options.containerUrl goes with options.sasToken only (use accountUrl for other credentials)",
+      );
+    }
+    const url = baseUrl(o.containerUrl, "options.containerUrl");
+    const cut = url.lastIndexOf("/");
+    const fromUrl = decodeURIComponent(url.slice(cut + 1));
+    if (container !== undefined && container !== fromUrl) {
+      typeError("options.container differs from the container in options.containerUrl");
+    }
+    container = fromUrl;
+    account = url.slice(0, cut);
+    auth = sasAuth(String(o.sasToken));
+  } else {
+    account = baseUrl(o.accountUrl, "options.accountUrl");
+    if (o.accountKey !== undefined) {
+      if (typeof o.accountKey !== "string") typeError("options.accountKey must be a string");
+      if (typeof o.accountName !== "string") typeError("options.accountKey needs options.accountName");
+      auth = sharedKeyAuth(o.accountName, o.accountKey);
+    } else if (o.sasToken !== undefined) {
+      if (typeof o.sasToken !== "string") typeError("options.sasToken must be a string");
+      auth = sasAuth(o.sasToken);
+    } else {
+      auth = bearerAuth(o.credential as TokenCredentialLike);
+    }
+    if (o.accountName !== undefined && o.accountKey === undefined) {
+      typeError("options.accountName goes with options.accountKey only");
+    }
+  }
+  if (container === undefined) typeError("options.container is required");
+  if (typeof container !== "string" || !CONTAINER.test(container)) {
+    typeError(
+      "options.container must be 3-63 characters: lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
+    );
+  }
+  const prefix = o.prefix ?? "";
+  if (typeof prefix !== "string") typeError("options.prefix must be a string");
+  if (prefix !== "") blobPath(`${prefix}x`);
+  const createContainer = o.createContainer === true;
+  const fetchFn = (o.fetch as FetchLike | undefined) ?? ((url, init) => fetch(url, init));
+  const containerUrl = `${account}/${container}`;
+  const { secrets } = auth;
+
+  async function call(
+    op: string,
+    method: string,
+    path: string,
+    query: string,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<HttpReply> {
+    const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
+    let req: { url: string; headers: Record<string, string> };
+    try {
+      req = await auth.authorize(method, url, { ...headers, "x-ms-version": VERSION }, signal);
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      const cause = scrub(error, secrets);
+      throw new BackendError(`${op}: options.credential gave no token: ${cause.message}`, {
+        backend: NAME,
+        retryable: false,
+        auth: true,
+        cause,
+      });
+    }
+    return send(NAME, fetchFn, req.url, { method, headers: req.headers, signal }, secrets);
+  }
+
+  function failure(op: string, key: string, r: HttpReply): BackendError {
+    const code = errorCode(r);
+    const auth = r.status === 401 || r.status === 403;
+    const hint = auth
+      ? ": check the account key, the SAS (it needs read, write and create) or the credential's role (Storage Blob Data Contributor)"
+      : "";
+    return new BackendError(
+      `${op} ${JSON.stringify(key)} failed: HTTP ${r.status}${code === "" ? "" : ` ${code}`}${hint}`,
+      {
+        backend: NAME,
+        status: r.status,
+        retryable: r.status >= 500 || r.status === 408 || r.status === 429,
+        auth,
+      },
+    );
+  }
+
+  /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
+  async function create(
+    key: string,
+    path: string,
+    code: string,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    if (code === "ContainerNotFound") {
+      if (!createContainer) {
+        throw new BackendError(
+          `container ${JSON.stringify(container)} does not exist: create it, or pass createContainer: true`,
+          { backend: NAME, status: 404, retryable: false },
+        );
+      }
+      const r = await call("create container", "PUT", "", "restype=container", {}, signal);
+      if (r.status !== 201 && !(r.status === 409 && errorCode(r) === "ContainerAlreadyExists")) {
+        throw failure("create container for", key, r);
+      }
+    } else if (code !== "BlobNotFound") {
+      return;
+    }
+    const r = await call(
+      "create blob",
+      "PUT",
+      path,
+      "",
+      { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" },
+      signal,
+    );
+    if (r.status === 201 || r.status === 409 || r.status === 412) return;
+    if (r.status === 404 && errorCode(r) === "ContainerNotFound")
+      return create(key, path, "ContainerNotFound", signal);
+    throw failure("create blob for", key, r);
+  }
+
+  function lease(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<HttpReply> {
+    return call("lease", "PUT", path, "comp=lease", headers, signal);
+  }
+
+  return {
+    name: NAME,
+    ttlRange: [MIN_TTL, MAX_TTL],
+
+    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      checkTtl(ttl);
+      checkNonce(nonce);
+      const path = blobPath(prefix + key);
+      let ownerValue: string;
+      try {
+        ownerValue = encodeURIComponent(owner);
+      } catch {
+        return typeError("owner is not well-formed Unicode");
+      }
+      if (ownerValue.length > 4096)
+        throw new RangeError(`[leasehold] [${NAME}] owner is too long for blob metadata`);
+      const headers = {
+        "x-ms-lease-action": "acquire",
+        "x-ms-lease-duration": String(Math.ceil(ttl / 1000)),
+        "x-ms-proposed-lease-id": nonce,
+      };
+      for (let attempt = 0; ; attempt++) {
+        const r = await lease(path, headers, signal);
+        if (r.status === 201 || r.status === 200) break;
+        if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
+        if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
+        await create(key, path, errorCode(r), signal);
+      }
+      // The lease is ours: fence and owner. On any failure give the lease back before reporting.
+      const write = (op: string, query: string, h: Record<string, string>): Promise<HttpReply> =>
+        call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal);
+      const [fence, meta] = await Promise.allSettled([
+        write("fence", "comp=properties", { "x-ms-sequence-number-action": "increment" }),
+        write("owner", "comp=metadata", { "x-ms-meta-owner": ownerValue }),
+      ]);
+      let problem: unknown;
+      let lost = false;
+      for (const [op, s] of [
+        ["fence", fence],
+        ["set owner of", meta],
+      ] as const) {
+        if (problem !== undefined) break;
+        if (s.status === "rejected") problem = s.reason;
+        else if (s.value.status !== 200) {
+          // 412 LeaseIdMismatch/LeaseNotPresent/LeaseLost: it expired or was broken meanwhile.
+          if (s.value.status === 412 && /^Lease/.test(errorCode(s.value))) lost = true;
+          else problem = failure(op, key, s.value);
+        }
+      }
+      const token =
+        fence.status === "fulfilled" ? Number(fence.value.header("x-ms-blob-sequence-number")) : Number.NaN;
+      if (problem === undefined && !lost && !(Number.isSafeInteger(token) && token > 0)) {
+        problem = new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
+          backend: NAME,
+          status: 200,
+          retryable: true,
+        });
+      }
+      if (problem === undefined && !lost) return { ok: true, token };
+      const timeout = AbortSignal.timeout(5_000);
+      await lease(path, { "x-ms-lease-action": "release", "x-ms-lease-id": nonce }, timeout).catch(() => {});
+      if (problem !== undefined) throw problem;
+      return { ok: false };
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      checkTtl(ttl);
+      checkNonce(nonce);
+      const r = await lease(
+        blobPath(prefix + key),
+        { "x-ms-lease-action": "renew", "x-ms-lease-id": nonce },
+        signal,
+      );
+      if (r.status === 200) return true;
+      if (notOurs(r)) return false;
+      throw failure("renew", key, r);
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      checkNonce(nonce);
+      const r = await lease(
+        blobPath(prefix + key),
+        { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
+        signal,
+      );
+      if (r.status === 200 || notOurs(r)) return;
+      throw failure("release", key, r);
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const r = await call("inspect", "HEAD", blobPath(prefix + key), "", {}, signal);
+      if (r.status === 404) return null;
+      if (r.status !== 200) throw failure("inspect", key, r);
+      const state = r.header("x-ms-lease-state");
+      if (state !== "leased" && state !== "breaking") return null;
+      const raw = r.header("x-ms-meta-owner") ?? "";
+      let owner = raw;
+      try {
+        owner = decodeURIComponent(raw);
+      } catch {}
+      const token = Number(r.header("x-ms-blob-sequence-number") ?? 0);
+      return { owner, token: Number.isSafeInteger(token) ? token : 0 };
+    },
+  };
+}

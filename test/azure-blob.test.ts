@@ -1,0 +1,754 @@
+// The azure-blob backend against Azurite (started by test/setup/azurite.ts): wire behaviour, round
+// trips, what the official SDK sees, credentials, errors and option checks. Mocks appear only for
+// faults Azurite cannot produce (a 503, a fetch that echoes secrets), and say so.
+
+import type { TokenCredential } from "@azure/core-auth";
+import {
+  AccountSASPermissions,
+  AccountSASResourceTypes,
+  AccountSASServices,
+  BlobServiceClient,
+  ContainerSASPermissions,
+  generateAccountSASQueryParameters,
+  generateBlobSASQueryParameters,
+  SASProtocol,
+  StorageSharedKeyCredential,
+} from "@azure/storage-blob";
+import { describe, expect, expectTypeOf, inject, it } from "vitest";
+import type { FetchLike } from "../src/backend.ts";
+import { stringToSign } from "../src/backends/azure-auth.ts";
+import { type AzureBlobOptions, azureBlob, type TokenCredentialLike } from "../src/backends/azure-blob.ts";
+import { createMutex } from "../src/index.ts";
+import { fakeEntraToken, freePort, nodeFetch } from "./servers/azurite.ts";
+
+const az = inject("azurite");
+const ttl = 15_000;
+const sharedKey = new StorageSharedKeyCredential(az.accountName, az.accountKey);
+const sdk = new BlobServiceClient(az.accountUrl, sharedKey);
+const uid = (): string => crypto.randomUUID().slice(0, 8);
+const nonce = (): string => crypto.randomUUID();
+
+/** A fetch that records `METHOD kind` per request (kind = the comp/restype query or "blob"). */
+function counting(inner: FetchLike = (u, i) => fetch(u, i)) {
+  const log: { url: string; method: string; headers: Record<string, string>; kind: string }[] = [];
+  const f: FetchLike = (url, init) => {
+    const q = new URL(url).searchParams;
+    log.push({
+      url,
+      method: init.method,
+      headers: init.headers,
+      kind: q.get("comp") ?? q.get("restype") ?? "blob",
+    });
+    return inner(url, init);
+  };
+  const take = (): string[] => log.splice(0).map((r) => `${r.method} ${r.kind}`);
+  return { fetch: f, log, take };
+}
+
+function keyed(container: string, extra: Partial<AzureBlobOptions> = {}) {
+  return azureBlob({
+    accountUrl: az.accountUrl,
+    accountName: az.accountName,
+    accountKey: az.accountKey,
+    container,
+    ...extra,
+  } as AzureBlobOptions);
+}
+
+async function newContainer(): Promise<string> {
+  const name = `t-${uid()}`;
+  await sdk.getContainerClient(name).create();
+  return name;
+}
+
+/** Everything an error exposes: message, stack and the cause chain. */
+function exposed(e: unknown): string {
+  let out = "";
+  for (
+    let x = e as { message?: string; stack?: string; cause?: unknown } | undefined;
+    x;
+    x = x.cause as typeof x
+  ) {
+    out += `${x.message}\n${x.stack}\n`;
+  }
+  return out;
+}
+
+async function rejection(p: Promise<unknown>): Promise<Error & Record<string, unknown>> {
+  try {
+    await p;
+  } catch (e) {
+    return e as Error & Record<string, unknown>;
+  }
+  throw new Error("expected a rejection");
+}
+
+describe("azure-blob on Azurite", () => {
+  it("acquires, renews, releases and inspects in the stated number of requests", async () => {
+    const container = `t-${uid()}`;
+    const c = counting();
+    const b = keyed(container, { createContainer: true, fetch: c.fetch });
+    const first = nonce();
+    const a = await b.acquire({ key: "job", owner: "worker-1", nonce: first, ttl });
+    expect(a).toEqual({ ok: true, token: 1 });
+    // First use: the lease 404s (no container), container and blob are created, then lease + fence + owner.
+    expect(c.take().sort()).toEqual(
+      ["PUT lease", "PUT container", "PUT blob", "PUT lease", "PUT properties", "PUT metadata"].sort(),
+    );
+
+    expect(await b.acquire({ key: "job", owner: "worker-2", nonce: nonce(), ttl })).toEqual({ ok: false });
+    expect(c.take()).toEqual(["PUT lease"]); // contended: 1 request
+
+    expect(await b.renew({ key: "job", nonce: first, ttl })).toBe(true);
+    expect(c.take()).toEqual(["PUT lease"]);
+
+    expect(await b.inspect("job")).toEqual({ owner: "worker-1", token: 1 });
+    expect(c.take()).toEqual(["HEAD blob"]);
+
+    await b.release({ key: "job", nonce: first });
+    expect(c.take()).toEqual(["PUT lease"]);
+    expect(await b.inspect("job")).toBeNull();
+    c.take();
+
+    // Steady state: 3 requests in 2 round trips (the fence and owner writes go out together).
+    const second = nonce();
+    expect(await b.acquire({ key: "job", owner: "worker-2", nonce: second, ttl: 20_001 })).toEqual({
+      ok: true,
+      token: 2,
+    });
+    const sent = c.log.splice(0);
+    expect(sent.map((r) => `${r.method} ${r.kind}`).sort()).toEqual([
+      "PUT lease",
+      "PUT metadata",
+      "PUT properties",
+    ]);
+    const acquireHeaders = sent.find((r) => r.kind === "lease")!.headers;
+    expect(acquireHeaders["x-ms-lease-action"]).toBe("acquire");
+    expect(acquireHeaders["x-ms-lease-duration"]).toBe("21"); // ceil(20_001 / 1000)
+    expect(acquireHeaders["x-ms-proposed-lease-id"]).toBe(second);
+    expect(acquireHeaders.authorization).toMatch(/^SharedKey devstoreaccount1:[A-Za-z0-9+/]+=*$/);
+    await b.release({ key: "job", nonce: second });
+  });
+
+  it("shows the official SDK a leased page blob with our token and owner, then an available one", async () => {
+    const container = await newContainer();
+    const b = keyed(container, { prefix: "locks/" });
+    const owner = "host-7 / pid 42 · ünïcödé";
+    const id = nonce();
+    const got = await b.acquire({ key: "report", owner, nonce: id, ttl });
+    if (!got.ok) throw new Error("acquire failed");
+    const blob = sdk.getContainerClient(container).getPageBlobClient("locks/report");
+    const held = await blob.getProperties();
+    expect(held.leaseState).toBe("leased");
+    expect(held.leaseStatus).toBe("locked");
+    expect(held.leaseDuration).toBe("fixed");
+    expect(held.blobType).toBe("PageBlob");
+    expect(held.blobSequenceNumber).toBe(got.token);
+    expect(decodeURIComponent(held.metadata!.owner!)).toBe(owner);
+    const sdkLease = blob.getBlobLeaseClient();
+    const refused = await rejection(sdkLease.acquireLease(15));
+    expect(refused.statusCode).toBe(409);
+
+    await b.release({ key: "report", nonce: id });
+    const after = await blob.getProperties();
+    expect(after.leaseState).toBe("available");
+    expect(after.leaseStatus).toBe("unlocked");
+    expect(after.blobSequenceNumber).toBe(got.token); // the fence stays for the next holder
+  });
+
+  it("loses the lease when the SDK breaks it: renew is false and the holder's signal aborts", async () => {
+    const container = await newContainer();
+    const b = keyed(container);
+    const mutex = createMutex(b, { name: "broken", ttl, renew: false });
+    const lease = await mutex.acquire({ timeout: 5_000 });
+    await sdk.getContainerClient(container).getBlobClient("broken").getBlobLeaseClient().breakLease(0);
+    expect(await mutex.holder()).toBeNull(); // broken = free
+    const err = await rejection(lease.renew());
+    expect(err.code).toBe("ERR_LEASE_LOST");
+    expect(lease.signal.aborted).toBe(true);
+    await lease.release(); // never throws for a lost lease
+    const next = await mutex.tryAcquire();
+    expect(next?.token).toBeGreaterThan(lease.token);
+    await next?.release();
+  });
+
+  it("hands out strictly increasing tokens across holders with different credentials", async () => {
+    const container = await newContainer();
+    const one = keyed(container);
+    const two = azureBlob({ connectionString: az.connectionString, container });
+    let last = 0;
+    for (let i = 0; i < 10; i++) {
+      const b = i % 2 === 0 ? one : two;
+      const id = nonce();
+      const r = await b.acquire({ key: "shared", owner: `holder ${i}`, nonce: id, ttl });
+      if (!r.ok) throw new Error(`cycle ${i}: not acquired`);
+      expect(r.token).toBeGreaterThan(last);
+      last = r.token;
+      expect(await (i % 2 === 0 ? two : one).inspect("shared")).toEqual({
+        owner: `holder ${i}`,
+        token: r.token,
+      });
+      await b.release({ key: "shared", nonce: id });
+    }
+    expect(last).toBe(10);
+  });
+
+  it("ignores a release or renew by a non-owner", async () => {
+    const container = await newContainer();
+    const b = keyed(container);
+    const id = nonce();
+    const r = await b.acquire({ key: "k", owner: "owner", nonce: id, ttl });
+    await b.release({ key: "k", nonce: nonce() });
+    expect(await b.renew({ key: "k", nonce: nonce(), ttl })).toBe(false);
+    expect(await b.inspect("k")).toEqual({ owner: "owner", token: r.ok ? r.token : -1 });
+    expect(await b.acquire({ key: "k", owner: "other", nonce: nonce(), ttl })).toEqual({ ok: false });
+    await b.release({ key: "k", nonce: id });
+    // Released and missing blobs are "not ours" too.
+    await b.release({ key: "k", nonce: id });
+    expect(await b.renew({ key: "k", nonce: id, ttl })).toBe(false);
+    await b.release({ key: "never-created", nonce: id });
+    expect(await b.renew({ key: "never-created", nonce: id, ttl })).toBe(false);
+    expect(await b.inspect("never-created")).toBeNull();
+  });
+
+  it("round-trips owner names with unicode and separators, and encodes blob names per segment", async () => {
+    const container = await newContainer();
+    const b = keyed(container, { prefix: "app/" });
+    const owners = [
+      "",
+      "plain",
+      'a;b,c=d "e" \\f /g %41 +h',
+      "line\nbreak\ttab",
+      "ünïcødé ∑ 中文 🔒",
+      "x".repeat(500),
+    ];
+    const keys = ["simple", "nested/name", "with space", "ümlaut:1@host+x", "a.b_c-d"];
+    for (const [i, owner] of owners.entries()) {
+      const key = keys[i % keys.length]!;
+      const id = nonce();
+      const r = await b.acquire({ key, owner, nonce: id, ttl });
+      expect(r.ok).toBe(true);
+      expect((await b.inspect(key))?.owner).toBe(owner);
+      await b.release({ key, nonce: id });
+    }
+    const names: string[] = [];
+    for await (const blob of sdk.getContainerClient(container).listBlobsFlat()) names.push(blob.name);
+    expect(names.sort()).toEqual(keys.map((k) => `app/${k}`).sort());
+  });
+
+  it("rejects lock names no blob can hold, before sending anything", async () => {
+    const c = counting();
+    const b = keyed("unused", { fetch: c.fetch });
+    for (const key of ["a/../b", "a/./b", "a//b", "ends/", "ends.", "", "x".repeat(1025), "ctl\u0001"]) {
+      await expect(b.acquire({ key, owner: "o", nonce: nonce(), ttl })).rejects.toThrow(TypeError);
+    }
+    expect(() => keyed("unused", { prefix: "../" })).toThrow(/blob name/);
+    expect(c.log).toEqual([]);
+  });
+
+  it("never sends a non-GUID lease id or an out-of-range duration", async () => {
+    const c = counting();
+    const b = keyed("unused", { fetch: c.fetch });
+    await expect(b.acquire({ key: "k", owner: "o", nonce: "not-a-guid", ttl })).rejects.toThrow(/GUID/);
+    await expect(b.renew({ key: "k", nonce: "not-a-guid", ttl })).rejects.toThrow(/GUID/);
+    await expect(b.release({ key: "k", nonce: "x" })).rejects.toThrow(/GUID/);
+    for (const bad of [14_999, 60_001, 0, -1, Number.NaN, Number.POSITIVE_INFINITY]) {
+      const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl: bad }));
+      expect(e).toBeInstanceOf(RangeError);
+      expect(e.message).toMatch(/15000 and 60000 ms/);
+    }
+    expect(c.log).toEqual([]);
+  });
+
+  it("exposes ttlRange so createMutex rejects a ttl outside 15-60 s", () => {
+    const b = keyed("unused");
+    expect(b.name).toBe("azure-blob");
+    expect(b.ttlRange).toEqual([15_000, 60_000]);
+    expect(() => createMutex(b, { name: "x", ttl: 10_000 })).toThrow(RangeError);
+    expect(() => createMutex(b, { name: "x", ttl: 61_000 })).toThrow(RangeError);
+    expect(() => createMutex(b, { name: "x", ttl: 60_000 })).not.toThrow();
+  });
+
+  describe("a missing container", () => {
+    it("is a clear, non-retryable error without createContainer", async () => {
+      const container = `t-${uid()}`;
+      const e = await rejection(keyed(container).acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.name).toBe("BackendError");
+      expect(e.code).toBe("ERR_BACKEND");
+      expect(e.retryable).toBe(false);
+      expect(e.message).toContain(`container "${container}" does not exist`);
+      expect(e.message).toContain("createContainer: true");
+      expect(await sdk.getContainerClient(container).exists()).toBe(false);
+    });
+
+    it("is created with createContainer: true", async () => {
+      const container = `t-${uid()}`;
+      const r = await keyed(container, { createContainer: true }).acquire({
+        key: "k",
+        owner: "o",
+        nonce: nonce(),
+        ttl,
+      });
+      expect(r).toEqual({ ok: true, token: 1 });
+      expect(await sdk.getContainerClient(container).exists()).toBe(true);
+    });
+
+    it("is created once when many contenders race on a fresh container", async () => {
+      const container = `t-${uid()}`;
+      const b = keyed(container, { createContainer: true });
+      const results = await Promise.all(
+        Array.from({ length: 20 }, () => b.acquire({ key: "race", owner: "o", nonce: nonce(), ttl })),
+      );
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+    });
+  });
+
+  describe("credentials", () => {
+    const sasFor = (permissions: string): string =>
+      generateAccountSASQueryParameters(
+        {
+          permissions: AccountSASPermissions.parse(permissions),
+          services: AccountSASServices.parse("b").toString(),
+          resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
+          protocol: SASProtocol.HttpsAndHttp,
+          expiresOn: new Date(Date.now() + 3_600_000),
+        },
+        sharedKey,
+      ).toString();
+
+    async function cycle(b: ReturnType<typeof azureBlob>, key = "cred"): Promise<number> {
+      const id = nonce();
+      const r = await b.acquire({ key, owner: "cred-test", nonce: id, ttl });
+      if (!r.ok) throw new Error("not acquired");
+      expect(await b.renew({ key, nonce: id, ttl })).toBe(true);
+      expect(await b.inspect(key)).toEqual({ owner: "cred-test", token: r.token });
+      await b.release({ key, nonce: id });
+      expect(await b.inspect(key)).toBeNull();
+      return r.token;
+    }
+
+    it("connection string with AccountName, AccountKey and BlobEndpoint", async () => {
+      await cycle(azureBlob({ connectionString: az.connectionString, container: await newContainer() }));
+    });
+
+    it("UseDevelopmentStorage=true targets 127.0.0.1:10000/devstoreaccount1 (rerouted to this Azurite)", async () => {
+      const container = await newContainer();
+      const urls: string[] = [];
+      const reroute: FetchLike = (url, init) => {
+        urls.push(url);
+        return fetch(url.replace("http://127.0.0.1:10000/", `http://127.0.0.1:${az.port}/`), init);
+      };
+      await cycle(azureBlob({ connectionString: "UseDevelopmentStorage=true", container, fetch: reroute }));
+      expect(urls.every((u) => u.startsWith(`http://127.0.0.1:10000/devstoreaccount1/${container}/`))).toBe(
+        true,
+      );
+    });
+
+    it("connection string with EndpointSuffix signs host-style URLs (account in the host)", async () => {
+      const container = await newContainer();
+      const urls: string[] = [];
+      const viaLoopback = nodeFetch({ connectTo: { host: "127.0.0.1", port: az.port } });
+      const b = azureBlob({
+        connectionString: `DefaultEndpointsProtocol=http;AccountName=${az.accountName};AccountKey=${az.accountKey};EndpointSuffix=localhost:${az.port}`,
+        container,
+        fetch: (url, init) => {
+          urls.push(url);
+          return viaLoopback(url, init);
+        },
+      });
+      await cycle(b);
+      expect(urls[0]).toMatch(
+        new RegExp(`^http://devstoreaccount1\\.blob\\.localhost:${az.port}/${container}/cred\\?`),
+      );
+    });
+
+    it("connection string with BlobEndpoint and SharedAccessSignature", async () => {
+      const container = await newContainer();
+      const cs = `BlobEndpoint=${az.accountUrl};SharedAccessSignature=${sasFor("rwc")}`;
+      await cycle(azureBlob({ connectionString: cs, container }));
+    });
+
+    it("account URL with an account SAS sends no Authorization header", async () => {
+      const c = counting();
+      await cycle(
+        azureBlob({
+          accountUrl: az.accountUrl,
+          sasToken: `?${sasFor("rwc")}`,
+          container: await newContainer(),
+          fetch: c.fetch,
+        }),
+      );
+      expect(c.log.every((r) => r.headers.authorization === undefined && /[?&]sig=/.test(r.url))).toBe(true);
+    });
+
+    it("container URL with a container SAS", async () => {
+      const container = await newContainer();
+      const sas = generateBlobSASQueryParameters(
+        {
+          containerName: container,
+          permissions: ContainerSASPermissions.parse("rwc"),
+          protocol: SASProtocol.HttpsAndHttp,
+          expiresOn: new Date(Date.now() + 3_600_000),
+        },
+        sharedKey,
+      ).toString();
+      await cycle(azureBlob({ containerUrl: `${az.accountUrl}/${container}`, sasToken: sas }));
+    });
+
+    it("a read-only SAS is an auth error that does not leak the signature", async () => {
+      const sas = sasFor("r");
+      const sig = new URLSearchParams(sas).get("sig")!;
+      const b = azureBlob({ accountUrl: az.accountUrl, sasToken: sas, container: await newContainer() });
+      const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.code).toBe("ERR_BACKEND_AUTH");
+      expect(e.status).toBe(403);
+      expect(e.retryable).toBe(false);
+      expect(e.message).toMatch(/AuthorizationPermissionMismatch|AuthorizationFailure/);
+      for (const secret of [sas, sig, encodeURIComponent(sig)]) expect(exposed(e)).not.toContain(secret);
+    });
+
+    it("a wrong account key is ERR_BACKEND_AUTH without the key in message, cause or stack", async () => {
+      const wrong = btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(64))));
+      const b = azureBlob({
+        accountUrl: az.accountUrl,
+        accountName: az.accountName,
+        accountKey: wrong,
+        container: "x-y",
+      });
+      for (const call of [
+        () => b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }),
+        () => b.renew({ key: "k", nonce: nonce(), ttl }),
+        () => b.release({ key: "k", nonce: nonce() }),
+        () => b.inspect("k"),
+      ]) {
+        const e = await rejection(call());
+        expect(e.name).toBe("BackendError");
+        expect(e.code).toBe("ERR_BACKEND_AUTH");
+        expect(e.status).toBe(403);
+        expect(e.message).toMatch(/^\[leasehold\] \[azure-blob\] /);
+        expect(exposed(e)).not.toContain(wrong);
+      }
+    });
+
+    it("bearer tokens from a TokenCredential work against Azurite over HTTPS with --oauth basic", async () => {
+      if (!az.oauth) throw new Error("the global setup did not start the HTTPS Azurite");
+      const { accountUrl, ca } = az.oauth;
+      const containerName = `t-${uid()}`;
+      // The container is made with SharedKey (still accepted in OAuth mode) through the same TLS fetch.
+      const admin = azureBlob({
+        accountUrl,
+        accountName: az.accountName,
+        accountKey: az.accountKey,
+        container: containerName,
+        createContainer: true,
+        fetch: nodeFetch({ ca }),
+      });
+      const warm = nonce();
+      expect((await admin.acquire({ key: "warm", owner: "o", nonce: warm, ttl })).ok).toBe(true);
+      const scopes: unknown[] = [];
+      const token = fakeEntraToken();
+      const credential = {
+        async getToken(s: string | string[]) {
+          scopes.push(s);
+          return { token, expiresOnTimestamp: Date.now() + 3_600_000 };
+        },
+      };
+      const c = counting(nodeFetch({ ca }));
+      const b = azureBlob({ accountUrl, credential, container: containerName, fetch: c.fetch });
+      await cycle(b);
+      expect(scopes).toEqual(["https://storage.azure.com/.default"]); // one token for all 6 requests
+      expect(c.log.every((r) => r.headers.authorization === `Bearer ${token}`)).toBe(true);
+      expect(c.log.every((r) => r.headers["x-ms-version"]! >= "2017-11-09")).toBe(true);
+
+      // A token Azurite refuses (wrong audience) is an auth error that does not show the token.
+      const bad = fakeEntraToken({ audience: "https://example.com" });
+      const refused = azureBlob({
+        accountUrl,
+        container: containerName,
+        fetch: nodeFetch({ ca }),
+        credential: { getToken: async () => ({ token: bad, expiresOnTimestamp: Date.now() + 3_600_000 }) },
+      });
+      const e = await rejection(refused.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.code).toBe("ERR_BACKEND_AUTH");
+      expect(exposed(e)).not.toContain(bad);
+      await admin.release({ key: "warm", nonce: warm });
+    });
+
+    it("accepts @azure/identity credentials (TokenCredential) as they are", () => {
+      // DefaultAzureCredential implements @azure/core-auth's TokenCredential.
+      expectTypeOf<TokenCredential>().toExtend<TokenCredentialLike>();
+    });
+
+    it("refreshes a bearer token close to expiry and maps a failing credential to ERR_BACKEND_AUTH", async () => {
+      // Header shape and caching only: a capture fetch answers like Azure (no server needed).
+      const seen: string[] = [];
+      let calls = 0;
+      const capture: FetchLike = async (_url, init) => {
+        seen.push(init.headers.authorization!);
+        return { status: 200, headers: { get: () => null }, text: async () => "" };
+      };
+      const b = azureBlob({
+        accountUrl: "https://acct.blob.core.windows.net",
+        container: "locks",
+        fetch: capture,
+        credential: {
+          getToken: async () => ({ token: `tok-${++calls}`, expiresOnTimestamp: Date.now() + 60_000 }),
+        },
+      });
+      await b.release({ key: "k", nonce: nonce() });
+      await b.release({ key: "k", nonce: nonce() });
+      expect(seen).toEqual(["Bearer tok-1", "Bearer tok-2"]); // within 2 min of expiry: refreshed each time
+
+      const secret = "secret-token-value-123";
+      const failing = azureBlob({
+        accountUrl: "https://acct.blob.core.windows.net",
+        container: "locks",
+        fetch: capture,
+        credential: {
+          getToken: async () => {
+            throw new Error(`identity endpoint said no (last token ${secret})`);
+          },
+        },
+      });
+      const e = await rejection(failing.inspect("k"));
+      expect(e.code).toBe("ERR_BACKEND_AUTH");
+      expect(e.retryable).toBe(false);
+      expect(exposed(e)).toContain("identity endpoint said no");
+    });
+  });
+
+  describe("errors", () => {
+    // Azurite cannot be made to answer 503 or 500 on demand: these replies are mocked.
+    const reply =
+      (status: number, code: string): FetchLike =>
+      async () => ({
+        status,
+        headers: { get: (n: string) => (n.toLowerCase() === "x-ms-error-code" ? code : null) },
+        text: async () =>
+          `<?xml version="1.0" encoding="utf-8"?><Error><Code>${code}</Code><Message>details</Message></Error>`,
+      });
+
+    it("a 503 with an XML body is retryable and names the code", async () => {
+      const b = keyed("locks", { fetch: reply(503, "ServerBusy") });
+      for (const call of [
+        () => b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }),
+        () => b.renew({ key: "k", nonce: nonce(), ttl }),
+        () => b.release({ key: "k", nonce: nonce() }),
+        () => b.inspect("k"),
+      ]) {
+        const e = await rejection(call());
+        expect(e.code).toBe("ERR_BACKEND");
+        expect(e.status).toBe(503);
+        expect(e.retryable).toBe(true);
+        expect(e.message).toContain("ServerBusy");
+      }
+    });
+
+    it("a code only in the XML body is read from there", async () => {
+      const b = keyed("locks", {
+        fetch: async () => ({
+          status: 500,
+          headers: { get: () => null },
+          text: async () => "<Error><Code>InternalError</Code></Error>",
+        }),
+      });
+      const e = await rejection(b.renew({ key: "k", nonce: nonce(), ttl }));
+      expect(e.retryable).toBe(true);
+      expect(e.message).toContain("InternalError");
+    });
+
+    it("another error code is non-retryable and named", async () => {
+      const b = keyed("locks", { fetch: reply(400, "InvalidHeaderValue") });
+      const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.retryable).toBe(false);
+      expect(e.code).toBe("ERR_BACKEND");
+      expect(e.message).toContain("HTTP 400 InvalidHeaderValue");
+    });
+
+    it("a network failure is retryable", async () => {
+      const port = await freePort(); // nothing listens there
+      const b = azureBlob({
+        accountUrl: `http://127.0.0.1:${port}/${az.accountName}`,
+        accountName: az.accountName,
+        accountKey: az.accountKey,
+        container: "locks",
+      });
+      const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.code).toBe("ERR_BACKEND");
+      expect(e.retryable).toBe(true);
+    });
+
+    it("scrubs secrets from a failing fetch's error (a fetch that echoes the request)", async () => {
+      // A mock fetch that puts the whole request, Authorization and SAS included, in its error.
+      const echo: FetchLike = async (url, init) => {
+        throw new Error(`cannot send ${url} ${JSON.stringify(init.headers)}`);
+      };
+      const sas = new URLSearchParams({
+        sv: "2024-11-04",
+        sp: "rw",
+        sig: "c2VjcmV0/c2lnbmF0dXJl+PQ==",
+      }).toString();
+      const bySas = azureBlob({ accountUrl: az.accountUrl, sasToken: sas, container: "locks", fetch: echo });
+      const e1 = await rejection(bySas.inspect("k"));
+      expect(e1.retryable).toBe(true);
+      expect(exposed(e1)).not.toContain("c2VjcmV0");
+      const cs = `DefaultEndpointsProtocol=http;AccountName=${az.accountName};AccountKey=${az.accountKey};BlobEndpoint=${az.accountUrl}`;
+      const e2 = await rejection(
+        azureBlob({ connectionString: cs, container: "locks", fetch: echo }).inspect("k"),
+      );
+      expect(exposed(e2)).not.toContain(az.accountKey);
+      const token = "eyJhbGciOiJSUzI1NiJ9.secret.token";
+      const byToken = azureBlob({
+        accountUrl: az.accountUrl,
+        container: "locks",
+        fetch: echo,
+        credential: { getToken: async () => ({ token, expiresOnTimestamp: Date.now() + 3_600_000 }) },
+      });
+      expect(exposed(await rejection(byToken.inspect("k")))).not.toContain(token);
+    });
+
+    it("releases the lease when the fence write fails, and never answers ok without a token", async () => {
+      // The fence reply is replaced by a mocked 500; lease and release go to Azurite.
+      const container = await newContainer();
+      let breakFence = true;
+      const b = keyed(container, {
+        createContainer: true,
+        fetch: async (url, init) => {
+          if (breakFence && url.includes("comp=properties")) {
+            return {
+              status: 500,
+              headers: { get: (n: string) => (n === "x-ms-error-code" ? "InternalError" : null) },
+              text: async () => "",
+            };
+          }
+          return fetch(url, init);
+        },
+      });
+      const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+      expect(e.retryable).toBe(true);
+      expect(e.message).toContain("fence");
+      expect(await b.inspect("k")).toBeNull(); // the lease was given back
+      breakFence = false;
+      const r = await b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl });
+      expect(r.ok).toBe(true);
+    });
+  });
+
+  describe("options", () => {
+    const key = az.accountKey;
+    const base = { accountUrl: az.accountUrl, accountName: az.accountName, accountKey: key };
+    const cases: [string, unknown, RegExp][] = [
+      ["no container", { ...base }, /options\.container is required/],
+      ["container too short", { ...base, container: "ab" }, /options\.container must be 3-63/],
+      ["container uppercase", { ...base, container: "Locks" }, /options\.container/],
+      ["container double hyphen", { ...base, container: "a--b" }, /options\.container/],
+      ["container leading hyphen", { ...base, container: "-abc" }, /options\.container/],
+      ["container trailing hyphen", { ...base, container: "abc-" }, /options\.container/],
+      ["container too long", { ...base, container: "a".repeat(64) }, /options\.container/],
+      ["no credential", { accountUrl: az.accountUrl, container: "locks" }, /need one credential/],
+      [
+        "two credentials",
+        { ...base, sasToken: "sv=1&sig=abcd", container: "locks" },
+        /several credentials \(accountKey, sasToken\)/,
+      ],
+      [
+        "accountKey not base64",
+        { ...base, accountKey: "not base64!", container: "locks" },
+        /options\.accountKey/,
+      ],
+      [
+        "accountKey without accountName",
+        { accountUrl: az.accountUrl, accountKey: key, container: "locks" },
+        /accountName/,
+      ],
+      [
+        "missing accountUrl",
+        { accountName: "acct", accountKey: key, container: "locks" },
+        /options\.accountUrl/,
+      ],
+      [
+        "bad accountUrl",
+        { ...base, accountUrl: "not a url", container: "locks" },
+        /options\.accountUrl is not a valid URL/,
+      ],
+      [
+        "accountUrl with a query",
+        { ...base, accountUrl: `${az.accountUrl}?sig=x`, container: "locks" },
+        /sasToken/,
+      ],
+      [
+        "sasToken without sig",
+        { accountUrl: az.accountUrl, sasToken: "sv=2024&sp=rw", container: "locks" },
+        /sig/,
+      ],
+      [
+        "malformed connection string",
+        { connectionString: "just some text", container: "locks" },
+        /connectionString/,
+      ],
+      [
+        "connection string without key",
+        { connectionString: "AccountName=acct", container: "locks" },
+        /AccountKey/,
+      ],
+      [
+        "connection string with a bad key",
+        { connectionString: "AccountName=acct;AccountKey=%%%notbase64%%%", container: "locks" },
+        /AccountKey/,
+      ],
+      [
+        "connection string and accountUrl",
+        { connectionString: az.connectionString, accountUrl: az.accountUrl, container: "locks" },
+        /cannot be combined/,
+      ],
+      [
+        "containerUrl and a different container",
+        { containerUrl: `${az.accountUrl}/locks`, sasToken: "sv=1&sig=abcd", container: "other" },
+        /differs/,
+      ],
+      [
+        "containerUrl with a key",
+        { containerUrl: `${az.accountUrl}/locks`, accountName: "a", accountKey: key },
+        /containerUrl/,
+      ],
+      [
+        "credential without getToken",
+        { accountUrl: az.accountUrl, credential: {}, container: "locks" },
+        /getToken/,
+      ],
+      ["prefix not a string", { ...base, container: "locks", prefix: 7 }, /options\.prefix/],
+    ];
+    it.each(cases)("%s", (_name, options, message) => {
+      let error: unknown;
+      try {
+        azureBlob(options as AzureBlobOptions);
+      } catch (e) {
+        error = e;
+      }
+      expect(error).toBeInstanceOf(TypeError);
+      expect((error as Error).message).toMatch(/^\[leasehold\] \[azure-blob\] /);
+      expect((error as Error).message).toMatch(message);
+      const text = exposed(error);
+      for (const secret of [key, "notbase64", "sig=abcd", "abcd", az.connectionString, "not base64!"]) {
+        expect(text).not.toContain(secret);
+      }
+    });
+  });
+
+  it("signs the canonical resource as account + path, for path-style and host-style URLs", () => {
+    const h = {
+      "x-ms-date": "Mon, 01 Jan 2024 00:00:00 GMT",
+      "x-ms-version": "2024-11-04",
+      "x-ms-lease-action": "renew",
+    };
+    const path = stringToSign("acct", "PUT", "http://127.0.0.1:10000/acct/locks/a%20b?comp=lease", h);
+    expect(path.endsWith("\n/acct/acct/locks/a%20b\ncomp:lease")).toBe(true);
+    const host = stringToSign("acct", "PUT", "https://acct.blob.core.windows.net/locks/a%20b?comp=lease", {
+      ...h,
+      "content-length": "0",
+    });
+    expect(host).toBe(
+      "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:Mon, 01 Jan 2024 00:00:00 GMT\nx-ms-lease-action:renew\nx-ms-version:2024-11-04\n/acct/locks/a%20b\ncomp:lease",
+    );
+  });
+});
