@@ -129,7 +129,7 @@ export function createLease(init: LeaseInit): Lease {
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
   const schedule = (ms: number, failures: number): void => {
     cancelRenewal();
-    const due = now() + ms;
+    const due = now() + Math.max(0, ms);
     cancelRenewal = timer(ms, () => {
       // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
       // the holder relies on to stop in time: abort first, then free the lock for the next term.

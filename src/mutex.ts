@@ -199,7 +199,8 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     try {
       result = await backend.acquire({ key: name, owner, nonce, ttl, signal: bounded.signal });
     } catch (error) {
-      forget(nonce);
+      // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
+      if (!(error instanceof BackendError && !error.retryable)) forget(nonce);
       throw error;
     } finally {
       bounded.done();
