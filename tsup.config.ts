@@ -1,19 +1,20 @@
-import { existsSync } from "node:fs";
 import { defineConfig } from "tsup";
 
-// One entry per subpath export, plus the CLI (package.json "bin").
-const entry = [
+// One entry per subpath export (the same list as package.json "exports" and jsr.json), plus
+// the CLI (package.json "bin"), which needs no declarations.
+const library = [
   "src/index.ts",
   "src/testing.ts",
-  "src/cli.ts",
-  ...["memory", "upstash", "azure-blob"].map((b) => `src/backends/${b}.ts`),
-].filter((f) => existsSync(f));
+  "src/backends/memory.ts",
+  "src/backends/upstash.ts",
+  "src/backends/azure-blob.ts",
+];
 
 export default defineConfig({
-  entry,
+  entry: [...library, "src/cli.ts"],
   format: ["esm"],
   target: "es2022",
-  dts: true,
+  dts: { entry: library },
   clean: true,
   splitting: true,
   treeshake: true,

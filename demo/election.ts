@@ -16,7 +16,7 @@ async function chooseBackend(): Promise<{ backend: Backend; ttl: number; label: 
   }
   if (env.AZURE_STORAGE_CONNECTION_STRING) {
     const { azureBlob } = await import(new URL("azure-blob.ts", adapters).href);
-    const container = env.LEASEHOLD_CONTAINER ?? "leasehold-demo";
+    const container = env.LEASEHOLD_AZURE_CONTAINER ?? "leasehold-demo";
     const backend = azureBlob({
       connectionString: env.AZURE_STORAGE_CONNECTION_STRING,
       container,
