@@ -37,8 +37,11 @@ export interface UpstashOptions {
   prefix?: string;
 }
 
-/** The environment variables {@link fromEnv} reads: Workers' `env`, `process.env`, or any record. */
-export type UpstashEnv = Record<string, unknown>;
+/**
+ * Where {@link fromEnv} reads the variables: Workers' `env` (any `interface Env`, such as the one
+ * `wrangler types` generates), `process.env`, or any object.
+ */
+export type UpstashEnv = object;
 
 const NAME = "upstash";
 
@@ -269,7 +272,7 @@ export function upstash(options: UpstashOptions): Backend {
  * ```
  */
 export function fromEnv(env?: UpstashEnv, options?: Omit<UpstashOptions, "url" | "token">): Backend {
-  const read = env ? (name: string) => env[name] : readGlobalEnv;
+  const read = env ? (name: string) => (env as Record<string, unknown>)[name] : readGlobalEnv;
   const url = read("UPSTASH_REDIS_REST_URL") || read("KV_REST_API_URL");
   const token = read("UPSTASH_REDIS_REST_TOKEN") || read("KV_REST_API_TOKEN");
   check(typeof url === "string" && url !== "", "UPSTASH_REDIS_REST_URL is not set");

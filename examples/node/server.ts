@@ -1,0 +1,64 @@
+// A web server you scale to N instances, with one background job that must run on one instance
+// at a time. Every instance serves HTTP; the instances elect a leader with `mutex.lead`, and only
+// the leader's interval runs the job. When the leader stops (deploy, crash, scale-in), another
+// instance takes over: at once after a graceful stop, within one ttl after a crash.
+//
+//   UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… PORT=3000 node server.js
+//
+// GET / answers this instance's view: { instance, leader, health, runs }.
+import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import { createMutex } from "leasehold";
+import { fromEnv } from "leasehold/upstash";
+
+const instance = process.env.INSTANCE ?? randomUUID().slice(0, 8);
+const every = Number(process.env.JOB_EVERY_MS ?? 60_000);
+
+// ttl: a crashed leader is replaced within about this long. Renewal runs in the background.
+const mutex = createMutex(fromEnv(), { name: "example-report-job", ttl: 15_000, owner: instance });
+let runs = 0;
+
+/** The job. `token` is the fencing token: pass it to anything that must reject a stale leader. */
+async function job(token: number, signal: AbortSignal): Promise<void> {
+  runs++;
+  console.log(`${instance}: job run ${runs} with fencing token ${token}`);
+  signal.throwIfAborted();
+}
+
+const stop = new AbortController();
+const leading = mutex.lead(
+  // Runs while this instance leads; `signal` aborts when the lease is lost or on shutdown.
+  async (signal, lease) => {
+    console.log(`${instance}: leading with token ${lease.token}`);
+    const tick = () => job(lease.token, signal).catch((e) => console.error(`${instance}: job failed`, e));
+    await tick();
+    const interval = setInterval(tick, every);
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    clearInterval(interval);
+    console.log(`${instance}: stopped leading`);
+  },
+  { signal: stop.signal },
+);
+
+const server = createServer((req, res) => {
+  res.setHeader("content-type", "application/json");
+  const health = mutex.health();
+  // Wire health to a liveness probe: a leader whose event loop stalls past its deadline is unhealthy.
+  res.statusCode = req.url === "/healthz" && !health.healthy ? 503 : 200;
+  res.end(JSON.stringify({ instance, leader: mutex.isLeader, health, runs }));
+});
+server.listen(Number(process.env.PORT ?? 3000), "127.0.0.1", () => {
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : address;
+  console.log(`${instance}: listening on http://127.0.0.1:${port}`);
+});
+
+// Graceful stop: end the job, release the lease (a follower takes over at once), close the server.
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.once(sig, async () => {
+    stop.abort();
+    await leading;
+    server.close();
+    server.closeAllConnections();
+  });
+}

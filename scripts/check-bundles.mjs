@@ -1,0 +1,113 @@
+#!/usr/bin/env node
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+// Bundle isolation and size, on the built package (run `npm run build` first).
+//
+// Isolation: each subpath of package.json "exports" is bundled from dist/ by esbuild, as a user's
+// bundler would, and
+// - the core entry (".") must contain no adapter's marker strings,
+// - each adapter entry must contain its own marker and no other adapter's,
+// - "./testing" must contain no adapter;
+// and, precisely, the same entries bundled from src/ (esbuild's metafile lists the files pulled
+// in) must pull no src/backends/ file but their own.
+//
+// Size: min+gzip bytes per subpath (all its exports), and of `createMutex` + one backend factory
+// (what an app ships, tree-shaken).
+// Run: node scripts/check-bundles.mjs
+import { gzipSync } from "node:zlib";
+import { build } from "esbuild";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
+const jsr = JSON.parse(readFileSync(`${root}jsr.json`, "utf8"));
+
+// Strings only an adapter's code contains (they survive minification: protocol text).
+const ADAPTERS = {
+  "./memory": { markers: [/"memory"/], stem: "memory", factory: "memory" },
+  "./upstash": { markers: [/upstash/i, /redis\.call/], stem: "upstash", factory: "upstash" },
+  "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
+};
+const BUDGET = 4096; // DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
+
+const subpaths = Object.keys(pkg.exports).filter((s) => s !== "./package.json");
+const problems = [];
+
+async function bundle(options) {
+  const out = await build({
+    bundle: true,
+    write: false,
+    minify: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    metafile: true,
+    absWorkingDir: root,
+    logLevel: "error",
+    // tsup's split chunks are imported for effect by the dist/ entries; "sideEffects": false drops them.
+    logOverride: { "ignored-bare-import": "silent" },
+    ...options,
+  });
+  const code = out.outputFiles[0].text;
+  return { code, inputs: Object.keys(out.metafile.inputs), gzip: gzipSync(code, { level: 9 }).length };
+}
+
+/** A module that imports everything a subpath exports, through the package's own name. */
+const entryFor = (...specs) => ({
+  stdin: {
+    contents: specs.map((s, i) => `export * as m${i} from ${JSON.stringify(s)};`).join("\n"),
+    resolveDir: root,
+    loader: "js",
+  },
+});
+const spec = (subpath) => `${pkg.name}${subpath.slice(1)}`;
+
+const sizes = [];
+for (const subpath of subpaths) {
+  const { code, gzip } = await bundle(entryFor(spec(subpath)));
+  sizes.push({ what: spec(subpath), min: code.length, gzip });
+  const own = ADAPTERS[subpath];
+  for (const [other, { markers }] of Object.entries(ADAPTERS)) {
+    if (other === subpath) continue;
+    const hit = markers.find((m) => m.test(code));
+    if (hit) problems.push(`${spec(subpath)} (dist) pulls in ${spec(other)} code: it contains ${hit}`);
+  }
+  if (own && !own.markers.every((m) => m.test(code))) {
+    problems.push(`${spec(subpath)}: its markers ${own.markers.join(" ")} are missing; update ADAPTERS`);
+  }
+
+  // The same from the sources, by file.
+  const source = jsr.exports[subpath];
+  const { inputs } = await bundle({ entryPoints: [source] });
+  const foreign = inputs.filter(
+    (f) => f.startsWith("src/backends/") && !(own && f.startsWith(`src/backends/${own.stem}`)),
+  );
+  if (foreign.length > 0) problems.push(`${source} (${subpath}) pulls in ${foreign.join(", ")}`);
+}
+// What an app ships: createMutex and one backend factory, tree-shaken.
+for (const adapter of Object.keys(ADAPTERS).filter((a) => subpaths.includes(a))) {
+  const contents = `export { createMutex } from "${pkg.name}";\nexport { ${ADAPTERS[adapter].factory} } from "${spec(adapter)}";`;
+  const { code, gzip } = await bundle({ stdin: { contents, resolveDir: root, loader: "js" } });
+  sizes.push({ what: `createMutex + ${ADAPTERS[adapter].factory}()`, min: code.length, gzip });
+}
+
+const width = Math.max(...sizes.map((s) => s.what.length));
+console.log(
+  "size report (esbuild --minify --bundle of dist/; gzip -9). Subpaths: every export; apps: what they import",
+);
+console.log(`  ${"entry".padEnd(width)}  ${"min".padStart(7)}  ${"min+gzip".padStart(8)}`);
+for (const s of sizes) {
+  const note = s.what.startsWith("createMutex")
+    ? s.gzip <= BUDGET
+      ? "  (≤ 4 KB target)"
+      : "  (over the 4 KB target)"
+    : "";
+  console.log(
+    `  ${s.what.padEnd(width)}  ${String(s.min).padStart(7)}  ${String(s.gzip).padStart(8)}${note}`,
+  );
+}
+
+if (problems.length > 0) {
+  console.error(`check-bundles: ${problems.length} problem(s):\n  - ${problems.join("\n  - ")}`);
+  process.exit(1);
+}
+console.log("check-bundles: ok — the core pulls no adapter, and no adapter pulls another");

@@ -1,0 +1,234 @@
+// Every example in examples/ is type-checked and run against the real servers of the global setup,
+// so none of them can rot:
+// - node/server.ts: bundled by esbuild (the package from dist/, as npm users get it), two
+//   instances elect one leader that runs the job, and the other takes over after a graceful stop;
+// - bun/flock.ts: run by Bun twice at once; the two commands run one after the other;
+// - deno/main.ts: `deno check`ed and run through its jsr: specifiers;
+// - cloudflare/: bundled like wrangler does, run in workerd (Miniflare); two overlapping cron
+//   triggers send one report, and the lease is released at the end of the ctx.waitUntil work.
+// The TypeScript of node/, bun/ and cloudflare/ is checked by `npm run typecheck` (tsconfig.test.json).
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
+import { Miniflare } from "miniflare";
+import { afterAll, describe, expect, inject, it } from "vitest";
+import { upstash as upstashBackend } from "../src/backends/upstash.ts";
+import { createMutex } from "../src/index.ts";
+import { COMPATIBILITY_DATE, scheduled } from "./smoke/run-workerd.ts";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+const upstash = inject("upstash");
+const run = Math.random().toString(36).slice(2, 8);
+const BUN = `${root}node_modules/.bin/bun`;
+const DENO = `${root}node_modules/.bin/deno`;
+const serverEnv = {
+  UPSTASH_REDIS_REST_URL: upstash.url,
+  UPSTASH_REDIS_REST_TOKEN: upstash.token,
+  NO_COLOR: "1",
+  DENO_NO_UPDATE_CHECK: "1",
+  DENO_NO_PROMPT: "1",
+};
+
+const children = new Set<ChildProcess>();
+afterAll(() => {
+  for (const child of children) child.kill("SIGKILL");
+});
+
+/** A running child whose output is collected; `exited` resolves with its code. */
+function start(command: string, args: string[], env: Record<string, string> = {}) {
+  const child = spawn(command, args, { cwd: root, env: { ...process.env, ...serverEnv, ...env } });
+  children.add(child);
+  let output = "";
+  const waiters: { re: RegExp; resolve: (m: RegExpMatchArray) => void }[] = [];
+  const onData = (d: Buffer) => {
+    output += d;
+    for (const w of [...waiters]) {
+      const m = output.match(w.re);
+      if (m) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(m);
+      }
+    }
+  };
+  child.stdout!.on("data", onData);
+  child.stderr!.on("data", onData);
+  const exited = new Promise<number | null>((resolve) =>
+    child.on("close", (code) => {
+      children.delete(child);
+      resolve(code);
+    }),
+  );
+  return {
+    child,
+    exited,
+    output: () => output,
+    /** Resolves when the output matches `re`; rejects after `ms`. */
+    waitFor(re: RegExp, ms = 15_000): Promise<RegExpMatchArray> {
+      const m = output.match(re);
+      if (m) return Promise.resolve(m);
+      return new Promise((resolve, reject) => {
+        const t = setTimeout(() => reject(new Error(`no ${re} within ${ms} ms in:\n${output}`)), ms);
+        waiters.push({
+          re,
+          resolve: (x) => {
+            clearTimeout(t);
+            resolve(x);
+          },
+        });
+      });
+    },
+  };
+}
+
+/** Bundles an example the way its platform's tooling would, with the package from dist/. */
+async function bundle(entry: string, platform: "node" | "neutral"): Promise<string> {
+  const out = await build({
+    entryPoints: [`${root}${entry}`],
+    bundle: true,
+    write: false,
+    format: "esm",
+    target: platform === "node" ? "node20" : "es2022",
+    platform,
+    ...(platform === "neutral" ? { conditions: ["workerd", "worker", "browser"] } : {}),
+    logOverride: { "ignored-bare-import": "silent" },
+    logLevel: "error",
+  });
+  return out.outputFiles[0]!.text;
+}
+
+async function getJson(url: string): Promise<{ instance: string; leader: boolean; runs: number }> {
+  return (await fetch(url)).json() as Promise<{ instance: string; leader: boolean; runs: number }>;
+}
+
+async function until<T>(what: string, ms: number, probe: () => Promise<T | undefined>): Promise<T> {
+  const end = performance.now() + ms;
+  for (;;) {
+    const value = await probe().catch(() => undefined);
+    if (value !== undefined) return value;
+    if (performance.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+describe.concurrent("examples", { timeout: 60_000 }, () => {
+  it("node/server.ts: two instances, one runs the job; the other takes over after a graceful stop", async () => {
+    const code = await bundle("examples/node/server.ts", "node");
+    const file = `data:text/javascript;base64,${Buffer.from(code).toString("base64")}`;
+    const instances = ["a", "b"].map((name) =>
+      start(process.execPath, ["--input-type=module", "-e", `import(${JSON.stringify(file)})`], {
+        INSTANCE: `${name}-${run}`,
+        PORT: "0",
+        JOB_EVERY_MS: "100",
+      }),
+    );
+    const urls = await Promise.all(
+      instances.map(async (p) => (await p.waitFor(/listening on (http:\/\/\S+)/))[1]!),
+    );
+    // Exactly one leader, whose job runs; the follower's never does.
+    const leaderIndex = await until("a leader that ran its job twice", 10_000, async () => {
+      const states = await Promise.all(urls.map(getJson));
+      const leaders = states.filter((s) => s.leader);
+      return leaders.length === 1 && leaders[0]!.runs >= 2 ? states.indexOf(leaders[0]!) : undefined;
+    });
+    const followerIndex = 1 - leaderIndex;
+    expect((await getJson(urls[followerIndex]!)).runs).toBe(0);
+    // Graceful stop of the leader: it releases, and the follower leads within about one retry.
+    const leader = instances[leaderIndex]!;
+    leader.child.kill("SIGTERM");
+    expect(await leader.exited, leader.output()).toBe(0);
+    await until("the follower to take over and run the job", 5_000, async () => {
+      const s = await getJson(urls[followerIndex]!);
+      return s.leader && s.runs >= 1 ? s : undefined;
+    });
+    const follower = instances[followerIndex]!;
+    follower.child.kill("SIGTERM");
+    // It exits by itself once the lead loop ended: no timer or socket keeps it alive.
+    expect(await follower.exited, follower.output()).toBe(0);
+  });
+
+  it("bun/flock.ts: two at once run their commands one after the other", async () => {
+    const lock = `example-flock-${run}`;
+    const script = 'echo "start $LEASEHOLD_TOKEN"; sleep 0.4; echo "end $LEASEHOLD_TOKEN"';
+    const t0 = performance.now();
+    const runs = [0, 1].map(() => start(BUN, ["examples/bun/flock.ts", lock, "sh", "-c", script]));
+    const codes = await Promise.all(runs.map((r) => r.exited));
+    const elapsed = performance.now() - t0;
+    expect(codes, runs.map((r) => r.output()).join("\n")).toEqual([0, 0]);
+    const tokens = runs.map((r) => Number(r.output().match(/^start (\d+)$/m)?.[1]));
+    expect(new Set(tokens).size, "two leases, two fencing tokens").toBe(2);
+    expect(elapsed, "the second command waited for the first").toBeGreaterThanOrEqual(800);
+    // The usage error path.
+    const bad = start(BUN, ["examples/bun/flock.ts"]);
+    expect(await bad.exited).toBe(64);
+  });
+
+  it("deno/main.ts: deno check, then run through the jsr: specifiers", async () => {
+    const config = "--config=examples/deno/deno.json";
+    const check = start(DENO, ["check", "--no-lock", config, "examples/deno/main.ts"]);
+    expect(await check.exited, check.output()).toBe(0);
+    const env =
+      "--allow-env=UPSTASH_REDIS_REST_URL,UPSTASH_REDIS_REST_TOKEN,KV_REST_API_URL,KV_REST_API_TOKEN";
+    const main = start(DENO, [
+      "run",
+      "--no-lock",
+      config,
+      "--allow-net=127.0.0.1",
+      env,
+      "examples/deno/main.ts",
+    ]);
+    expect(await main.exited, main.output()).toBe(0);
+    expect(main.output()).toMatch(/synced with fencing token \d+|skipped: .* holds the lock/);
+  });
+
+  it("cloudflare/: bundled like wrangler, two overlapping cron triggers send one report", async () => {
+    const toml = readFileSync(`${root}examples/cloudflare/wrangler.toml`, "utf8");
+    const main = toml.match(/^main\s*=\s*"([^"]+)"/m)?.[1];
+    const cron = toml.match(/^crons\s*=\s*\["([^"]+)"/m)?.[1];
+    const date = toml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1];
+    expect(main).toBe("src/worker.ts");
+    expect(cron).toBeTruthy();
+    expect(date! >= "2024-01-01", "a recent compatibility_date").toBe(true);
+
+    // The report receiver: counts the POSTs and answers slowly, so the triggers overlap.
+    const reports: { token: string | undefined }[] = [];
+    const receiver = createServer((req, res) => {
+      reports.push({ token: req.headers["x-fencing-token"] as string | undefined });
+      req.resume();
+      setTimeout(() => res.end("ok"), 500);
+    });
+    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
+    const reportUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/reports`;
+    const mf = new Miniflare({
+      modules: true,
+      script: await bundle(`examples/cloudflare/${main}`, "neutral"),
+      compatibilityDate: date ?? COMPATIBILITY_DATE,
+      bindings: {
+        UPSTASH_REDIS_REST_URL: upstash.url,
+        UPSTASH_REDIS_REST_TOKEN: upstash.token,
+        REPORT_URL: reportUrl,
+      },
+    });
+    try {
+      // The lock name is fixed in the example: start from a free lock.
+      const mutex = createMutex(upstashBackend({ url: upstash.url, token: upstash.token }), {
+        name: "daily-report",
+      });
+      await until("the daily-report lock to be free", 35_000, async () =>
+        (await mutex.holder()) === null ? true : undefined,
+      );
+      // Miniflare resolves a scheduled event after its ctx.waitUntil promises settled.
+      const results = await Promise.all([scheduled(mf, cron!), scheduled(mf, cron!)]);
+      expect(results.map((r) => r.outcome)).toEqual(["ok", "ok"]);
+      expect(reports).toHaveLength(1);
+      expect(Number(reports[0]!.token)).toBeGreaterThan(0);
+      // The waitUntil work released the lease in its finally.
+      expect(await mutex.holder()).toBeNull();
+    } finally {
+      await mf.dispose();
+      receiver.close();
+    }
+  });
+});

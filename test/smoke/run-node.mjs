@@ -1,0 +1,31 @@
+// Node 20 runner: the built package imported by its name (package.json "exports" → dist/), as an
+// npm user on Node 20 gets it. Node 20 cannot parse `await using`, so the suite is transpiled
+// first by esbuild (target es2022 lowers it) and imported from memory.
+
+import { readFile } from "node:fs/promises";
+import { transform } from "esbuild";
+import { createMutex, isLockError } from "leasehold";
+import { azureBlob } from "leasehold/azure-blob";
+import { memory } from "leasehold/memory";
+import { upstash } from "leasehold/upstash";
+import { nativeAwaitUsing, report } from "./runner-node.mjs";
+
+const source = await readFile(new URL("./suite.ts", import.meta.url), "utf8");
+const { code } = await transform(source, {
+  loader: "ts",
+  format: "esm",
+  target: "es2022",
+  sourcefile: "test/smoke/suite.ts",
+});
+if (/\bawait\s+using\s+[\w$]+\s*=/.test(code)) throw new Error("esbuild left `await using` in the suite");
+const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toString("base64")}`);
+
+await report(
+  suite,
+  { createMutex, isLockError, memory, upstash, azureBlob },
+  {
+    node: process.versions.node,
+    nativeAwaitUsing: nativeAwaitUsing(),
+    suite: "lowered by esbuild",
+  },
+);

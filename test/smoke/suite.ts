@@ -1,0 +1,219 @@
+// The one smoke suite every runtime runs (the way panva/jose tests each runtime): a plain async
+// function, handed the library's exports and the servers' coordinates by a thin per-runtime
+// runner (run-node.mjs, run-node24.mjs, run-bun.ts, run-deno.ts, worker.ts under workerd). It
+// needs no test framework and no runtime API beyond what the library itself uses, and it throws
+// on the first failed check. Only erasable TypeScript here (Node 24 strips the types natively).
+//
+// What it checks, on memory, Upstash (through the test bridge) and Azure (Azurite):
+// - `await using` acquires and releases: the lease's signal aborts with ERR_LEASE_LOST at the
+//   end of the scope and the backend is free afterwards;
+// - exclusivity: while one mutex holds the lock, a second one's tryAcquire() gives null and
+//   holder() reports the first one's owner and token;
+// - expiry and takeover (memory, Upstash; ttl 600 ms, renew: false): the holder's signal aborts
+//   by itself, then the other mutex acquires with a greater fencing token, and releasing the
+//   lost lease does not free the new holder's lock;
+// - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
+//   while the blob lease still excludes the other mutex (the guard works), and after the lost
+//   lease is released the other mutex takes over with a greater token.
+import type * as AzureBlobModule from "../../src/backends/azure-blob.ts";
+import type * as MemoryModule from "../../src/backends/memory.ts";
+import type * as UpstashModule from "../../src/backends/upstash.ts";
+import type * as Core from "../../src/index.ts";
+
+/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`. */
+export interface SmokeLib {
+  createMutex: typeof Core.createMutex;
+  isLockError: typeof Core.isLockError;
+  memory: typeof MemoryModule.memory;
+  upstash: typeof UpstashModule.upstash;
+  azureBlob: typeof AzureBlobModule.azureBlob;
+}
+
+/** Where the servers are. Runners read it from the environment with {@link smokeEnv}. */
+export interface SmokeEnv {
+  /** A label for this runtime, such as "node20"; it goes into lock names. */
+  runtime: string;
+  /** Unique per run, so runtimes running at once never share a lock. */
+  id: string;
+  upstash: { url: string; token: string };
+  azure: { connectionString: string; container: string };
+}
+
+/** What {@link smoke} returns when every check passed. */
+export interface SmokeReport {
+  runtime: string;
+  /** The names of the checks that passed, in order of completion. */
+  passed: string[];
+  ms: number;
+}
+
+/** Every check name a complete run passes; the runtimes test compares against it. */
+export const SMOKE_CHECKS: readonly string[] = [
+  "memory: await using acquires and releases",
+  "memory: exclusive between two mutexes",
+  "memory: expires and is taken over with a greater token",
+  "upstash: await using acquires and releases",
+  "upstash: exclusive between two mutexes",
+  "upstash: expires and is taken over with a greater token",
+  "azure-blob: await using acquires and releases",
+  "azure-blob: exclusive between two mutexes",
+  "azure-blob: signal aborts before the blob lease ends, then taken over with a greater token",
+];
+
+/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, … */
+export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
+  const need = (name: string): string => {
+    const value = read(name);
+    if (!value) throw new Error(`smoke: ${name} is not set (test/runtimes.test.ts sets it)`);
+    return value;
+  };
+  return {
+    runtime: need("SMOKE_RUNTIME"),
+    id: need("SMOKE_ID"),
+    upstash: { url: need("UPSTASH_REDIS_REST_URL"), token: need("UPSTASH_REDIS_REST_TOKEN") },
+    azure: {
+      connectionString: need("AZURE_STORAGE_CONNECTION_STRING"),
+      container: read("SMOKE_AZURE_CONTAINER") || "leasehold-smoke",
+    },
+  };
+}
+
+function check(ok: boolean, what: string): void {
+  if (!ok) throw new Error(`smoke check failed: ${what}`);
+}
+
+/** Resolves when `signal` aborts; rejects after `ms`. */
+function abortedWithin(signal: AbortSignal, ms: number, what: string): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const id = setTimeout(() => reject(new Error(`smoke check failed: ${what} within ${ms} ms`)), ms);
+    signal.addEventListener(
+      "abort",
+      () => {
+        clearTimeout(id);
+        resolve();
+      },
+      { once: true },
+    );
+  });
+}
+
+type Backend = Core.Backend;
+
+/** await using, exclusivity and holder() on one backend. */
+async function exclusive(
+  lib: SmokeLib,
+  backend: Backend,
+  name: string,
+  ttl: number,
+  pass: (c: string) => void,
+) {
+  const { createMutex, isLockError } = lib;
+  const label = backend.name;
+  const a = createMutex(backend, { name, ttl, owner: "smoke-a" });
+  const b = createMutex(backend, { name, ttl, owner: "smoke-b" });
+  let first: Core.Lease;
+  {
+    await using lease = await a.acquire({ timeout: 10_000 });
+    first = lease;
+    check(!lease.signal.aborted && lease.token > 0, `${label}: a fresh lease is live with a token`);
+    check((await b.tryAcquire()) === null, `${label}: a second mutex's tryAcquire gives null while held`);
+    const seen = await b.holder();
+    check(
+      seen?.owner === "smoke-a" && seen.token === lease.token,
+      `${label}: holder() reports the holder (${JSON.stringify(seen)})`,
+    );
+    pass(`${label}: exclusive between two mutexes`);
+  }
+  check(first.signal.aborted, `${label}: the lease's signal aborts when the await using scope ends`);
+  const reason = first.signal.reason as { code?: string };
+  check(
+    isLockError(reason) && reason.code === "ERR_LEASE_LOST",
+    `${label}: the released lease's signal.reason is a LeaseLostError`,
+  );
+  check((await a.holder()) === null, `${label}: the lock is free after the scope ends`);
+  {
+    await using second = await b.tryAcquire();
+    check(
+      second !== null && second.token > first.token,
+      `${label}: the other mutex takes the freed lock with a greater token`,
+    );
+  }
+  check((await b.holder()) === null, `${label}: free again after the second scope`);
+  pass(`${label}: await using acquires and releases`);
+}
+
+/** A short-ttl lease without renewal expires on its own and is taken over. */
+async function expiry(lib: SmokeLib, backend: Backend, name: string, pass: (c: string) => void) {
+  const { createMutex, isLockError } = lib;
+  const label = backend.name;
+  const ttl = 600;
+  const a = createMutex(backend, { name, ttl, renew: false, owner: "smoke-a" });
+  const b = createMutex(backend, { name, ttl, owner: "smoke-b", retryDelay: 50 });
+  const lost = await a.acquire({ timeout: 10_000 });
+  check((await b.tryAcquire()) === null, `${label}: held before it expires`);
+  await abortedWithin(lost.signal, 5_000, `${label}: the unrenewed lease's signal aborts by itself`);
+  const reason = lost.signal.reason as { code?: string };
+  check(isLockError(reason) && reason.code === "ERR_LEASE_LOST", `${label}: aborted with a LeaseLostError`);
+  {
+    await using next = await b.acquire({ timeout: 5_000 });
+    check(next.token > lost.token, `${label}: the taker's token ${next.token} > ${lost.token}`);
+    await lost.release(); // never throws for a lost lease, and must not free someone else's lock
+    const seen = await a.holder();
+    check(seen?.token === next.token, `${label}: releasing the lost lease leaves the new holder in place`);
+  }
+  pass(`${label}: expires and is taken over with a greater token`);
+}
+
+/** Azure leases last ≥ 15 s: check that the signal aborts before the blob lease ends instead. */
+async function azureExpiry(lib: SmokeLib, backend: Backend, name: string, pass: (c: string) => void) {
+  const { createMutex } = lib;
+  // guard = ceil(1 % of 15 000) + 2 + 7 400 ms: the signal aborts ~7.4 s after acquiring, while
+  // Azure keeps the lease for 15 s.
+  const a = createMutex(backend, { name, ttl: 15_000, renew: false, stopMargin: 7_400, owner: "smoke-a" });
+  const b = createMutex(backend, { name, ttl: 15_000, owner: "smoke-b" });
+  const lost = await a.acquire({ timeout: 10_000 });
+  await abortedWithin(lost.signal, 12_000, "azure-blob: the unrenewed lease's signal aborts by itself");
+  check((await b.tryAcquire()) === null, "azure-blob: the blob lease still excludes others after the abort");
+  await lost.release();
+  {
+    await using next = await b.tryAcquire();
+    check(next !== null && next.token > lost.token, "azure-blob: taken over with a greater token");
+  }
+  pass("azure-blob: signal aborts before the blob lease ends, then taken over with a greater token");
+}
+
+/** Runs every check; throws on the first failure. */
+export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> {
+  const started = performance.now();
+  const passed: string[] = [];
+  const pass = (c: string): void => {
+    passed.push(c);
+  };
+  const name = (what: string) => `smoke-${env.id}-${what}`;
+  const mem = lib.memory();
+  const up = lib.upstash({ url: env.upstash.url, token: env.upstash.token, prefix: "smoke:" });
+  const az = lib.azureBlob({
+    connectionString: env.azure.connectionString,
+    container: env.azure.container,
+    createContainer: true,
+  });
+  // The backends run side by side: the Azure part waits ~7.5 s for its signal, the rest does not.
+  await Promise.all([
+    (async () => {
+      await exclusive(lib, mem, name("x"), 5_000, pass);
+      await expiry(lib, mem, name("e"), pass);
+    })(),
+    (async () => {
+      await exclusive(lib, up, name("x"), 5_000, pass);
+      await expiry(lib, up, name("e"), pass);
+    })(),
+    (async () => {
+      await exclusive(lib, az, name("x"), 15_000, pass);
+      await azureExpiry(lib, az, name("e"), pass);
+    })(),
+  ]);
+  const missing = SMOKE_CHECKS.filter((c) => !passed.includes(c));
+  check(missing.length === 0, `every check ran (missing: ${missing.join("; ")})`);
+  return { runtime: env.runtime, passed, ms: Math.round(performance.now() - started) };
+}
