@@ -11,6 +11,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup,
+    // Records every LockError and console line of the run and fails when one carries a secret.
+    setupFiles: ["test/setup-secrets.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
   },

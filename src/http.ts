@@ -48,7 +48,10 @@ export async function send(
     return { status: res.status, header: (n) => res.headers.get(n), body };
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
-    const cause = scrub(error, secrets);
+    // The request's own credentials (a SharedKey signature, a bearer token) are secrets too.
+    const auth = rest.headers.authorization ?? rest.headers.Authorization;
+    const hidden = auth ? [...secrets, auth, ...auth.split(/[\s:]+/).filter((p) => p.length >= 16)] : secrets;
+    const cause = scrub(error, hidden);
     throw new BackendError(`request failed: ${cause.message}`, { backend, retryable: true, cause });
   }
 }

@@ -161,7 +161,13 @@ export function createLease(init: LeaseInit): Lease {
       if (!wasLost) {
         cancelDeadline();
         cancelRenewal();
-        ctrl.abort(new LeaseLostError(`lease on "${name}" was released`));
+        // A release is no failure: its reason needs no stack, and capturing one costs ~20 µs on V8.
+        const error = Error as { stackTraceLimit?: number | undefined };
+        const limit = error.stackTraceLimit;
+        error.stackTraceLimit = 0;
+        const reason = new LeaseLostError(`lease on "${name}" was released`);
+        error.stackTraceLimit = limit;
+        ctrl.abort(reason);
       }
       // Even a lost lease is released on the backend: after a partition the lock may still carry
       // our nonce, and freeing it lets the next holder in without waiting for the expiry.

@@ -25,7 +25,7 @@ export interface MutexOptions {
    * 2 147 483 647, within the backend's own range (Azure: 15 000–60 000). Default 15 000.
    */
   ttl?: number;
-  /** The identity `holder()` reports: any string of 1–256 characters. Default: a random UUID. */
+  /** The identity `holder()` reports: any well-formed string of 1–256 characters. Default: a random UUID. */
   owner?: string;
   /** Renew the lease in the background every ttl/3 (±10 %) until released. Default true. */
   renew?: boolean;
@@ -74,7 +74,10 @@ export interface Mutex {
    * value. When `fn` throws, rejects with that error, never with a release error.
    */
   run<T>(fn: (signal: AbortSignal, lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
-  /** The current holder's owner and token, or null. Advisory: it may change right after. */
+  /**
+   * The current holder's owner and token, or null. Advisory: it may change right after. Rejects
+   * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
+   */
   holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
   /**
    * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
@@ -101,6 +104,7 @@ export interface Mutex {
 
 const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
 const MAX_TIMER = 2_147_483_647;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function check(ok: boolean, Err: typeof TypeError | typeof RangeError, message: string): void {
   if (!ok) throw new Err(`[leasehold] createMutex: ${message}`);
@@ -174,9 +178,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   check(typeof renew === "boolean", TypeError, "renew must be a boolean");
   const owner = options.owner ?? crypto.randomUUID();
   check(
-    typeof owner === "string" && owner.length >= 1 && owner.length <= 256,
+    typeof owner === "string" && owner.length >= 1 && owner.length <= 256 && !LONE_SURROGATE.test(owner),
     TypeError,
-    "owner must be a string of 1–256 characters",
+    "owner must be a well-formed string of 1–256 characters",
   );
 
   // The deadline is t_send + ttl − guard: 1 % for clock-rate differences, 2 ms for timer
@@ -274,8 +278,13 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   };
 
   const holder: Mutex["holder"] = async ({ signal } = {}) => {
-    const info = await backend.inspect(name, signal);
-    return info ? { owner: info.owner, token: info.token } : null;
+    const bounded = requestSignal(backendName, "inspect", Math.max(ttl / 5, 1_000), signal);
+    try {
+      const info = await backend.inspect(name, bounded.signal);
+      return info ? { owner: info.owner, token: info.token } : null;
+    } finally {
+      bounded.done();
+    }
   };
   const election = createElection({ acquire, holder, retryDelay, stopMargin });
 

@@ -429,7 +429,8 @@ describe("options are checked at createMutex", () => {
     [{ name: "n", stopMargin: -1 }, RangeError, /stopMargin/],
     [{ name: "n", retryDelay: -1 }, RangeError, /retryDelay must be a number of ms from 0/],
     [{ name: "n", renew: "yes" }, TypeError, /renew must be a boolean/],
-    [{ name: "n", owner: "" }, TypeError, /owner must be a string of 1–256/],
+    [{ name: "n", owner: "" }, TypeError, /owner must be a well-formed string of 1–256/],
+    [{ name: "n", owner: "a\uD800b" }, TypeError, /owner must be a well-formed string/],
   ])("%o", (options, ErrorType, message) => {
     expect(() => createMutex(ok, options as never)).toThrow(ErrorType);
     expect(() => createMutex(ok, options as never)).toThrow(message);

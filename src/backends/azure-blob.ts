@@ -13,7 +13,7 @@
  */
 import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../backend.ts";
 import { BackendError } from "../errors.ts";
-import { type HttpReply, scrub, send } from "../http.ts";
+import { type HttpReply, redact, scrub, send } from "../http.ts";
 import {
   type Auth,
   bearerAuth,
@@ -104,6 +104,8 @@ function baseUrl(value: unknown, option: string): string {
     return typeError(`${option} is not a valid URL`);
   }
   if (u.protocol !== "https:" && u.protocol !== "http:") typeError(`${option} must be an http(s) URL`);
+  // fetch would quote such a URL, password included, in its errors.
+  if (u.username !== "" || u.password !== "") typeError(`${option} must not contain a user name or password`);
   if (u.search !== "" || u.hash !== "") {
     typeError(`${option} must not have a query or fragment; pass a SAS as options.sasToken`);
   }
@@ -145,8 +147,16 @@ function checkNonce(nonce: string): void {
   if (typeof nonce !== "string" || !GUID.test(nonce)) typeError("nonce must be a GUID (crypto.randomUUID())");
 }
 
+/** Azure's error code, such as `LeaseAlreadyPresent`; anything else (a proxy echoing the request) is dropped. */
 function errorCode(r: HttpReply): string {
-  return r.header("x-ms-error-code") ?? /<Code>([^<]*)<\/Code>/.exec(r.body)?.[1] ?? "";
+  const code = r.header("x-ms-error-code") ?? /<Code>([^<]*)<\/Code>/.exec(r.body)?.[1] ?? "";
+  return /^[A-Za-z0-9]{1,64}$/.test(code) ? code : "";
+}
+
+/** The blob's sequence number (the fencing token): decimal digits only, else NaN. */
+function sequenceNumber(r: HttpReply): number {
+  const value = r.header("x-ms-blob-sequence-number") ?? "";
+  return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
 }
 
 /** A lease answer that means "someone else's lease, or none of ours". */
@@ -296,7 +306,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   }
 
   function failure(op: string, key: string, r: HttpReply): BackendError {
-    const code = errorCode(r);
+    const code = redact(errorCode(r), secrets);
     const auth = r.status === 401 || r.status === 403;
     const hint = auth
       ? ": check the account key, the SAS (it needs read, write and create) or the credential's role (Storage Blob Data Contributor)"
@@ -400,8 +410,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           else problem = failure(op, key, s.value);
         }
       }
-      const token =
-        fence.status === "fulfilled" ? Number(fence.value.header("x-ms-blob-sequence-number")) : Number.NaN;
+      const token = fence.status === "fulfilled" ? sequenceNumber(fence.value) : Number.NaN;
       if (problem === undefined && !lost && !(Number.isSafeInteger(token) && token > 0)) {
         problem = new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
           backend: NAME,
@@ -410,8 +419,12 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         });
       }
       if (problem === undefined && !lost) return { ok: true, token };
-      const timeout = AbortSignal.timeout(5_000);
-      await lease(path, { "x-ms-lease-action": "release", "x-ms-lease-id": nonce }, timeout).catch(() => {});
+      // Give the lease back in the background: the caller's time bound must not wait for it.
+      lease(
+        path,
+        { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
+        AbortSignal.timeout(5_000),
+      ).catch(() => {});
       if (problem !== undefined) throw problem;
       return { ok: false };
     },
@@ -451,7 +464,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       try {
         owner = decodeURIComponent(raw);
       } catch {}
-      const token = Number(r.header("x-ms-blob-sequence-number") ?? 0);
+      const token = sequenceNumber(r);
       return { owner, token: Number.isSafeInteger(token) ? token : 0 };
     },
   };

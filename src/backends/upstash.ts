@@ -116,6 +116,8 @@ export function upstash(options: UpstashOptions): Backend {
   const scheme = parsed ? parsed.protocol : "no URL";
   const hint = /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "";
   check(/^https?:$/.test(scheme), `option url must be an http(s) URL, got ${scheme}${hint}`);
+  // fetch would quote such a URL, password included, in its errors.
+  check(!parsed?.username && !parsed?.password, "option url must not contain a user name or password");
   check(typeof token === "string" && token !== "", "option token is required: the database's REST token");
   // A token that is not a valid header value would make fetch throw with the value in its message.
   check(/^[\x21-\x7e]+$/.test(token), "option token contains characters that are not allowed in a header");

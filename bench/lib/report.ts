@@ -1,0 +1,427 @@
+// Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
+// `results`; nothing is typed in by hand.
+import type { ColdStartSeries } from "../coldstart.ts";
+import type { ContentionResult } from "../contention.ts";
+import type { FailoverSeries } from "../failover.ts";
+import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
+import type { RoundTrips } from "../roundtrips.ts";
+import type { SizeResult } from "../size.ts";
+import type { Environment } from "./env.ts";
+import type { Summary } from "./stats.ts";
+
+export interface Target {
+  id: string;
+  target: string;
+  result: string;
+  met: boolean | "by design";
+}
+
+export interface Results {
+  environment: Environment;
+  quick: boolean;
+  plan: Record<string, number>;
+  missingRuntimes: string[];
+  latency: LatencyResult[];
+  roundTrips: RoundTrips;
+  size: SizeResult;
+  failover: FailoverSeries[];
+  contention: ContentionResult[];
+  coldStart: ColdStartSeries[];
+  seconds: number;
+  targets?: Target[];
+}
+
+const BUDGET = 4096; // "4 KB" min+gzip, read as 4 KiB
+const BACKENDS = ["upstash", "azure"] as const;
+const BACKEND_LABEL = { upstash: "upstash (bridge + redis-server)", azure: "azure-blob (Azurite)" };
+
+const ms = (x: number) => (x >= 100 ? x.toFixed(0) : x >= 10 ? x.toFixed(1) : x.toFixed(3));
+const pct = (ratio: number) => `${ratio >= 1 ? "+" : "−"}${Math.abs((ratio - 1) * 100).toFixed(1)} %`;
+const times = (ratio: number) => `×${ratio.toFixed(2)}`;
+const us = (msValue: number) => `${msValue >= 0 ? "+" : "−"}${Math.abs(msValue * 1000).toFixed(0)} µs`;
+const kb = (bytes: number) => `${(bytes / 1024).toFixed(2)} KiB`;
+const mark = (met: Target["met"]) =>
+  met === true ? "met" : met === "by design" ? "by design" : "**missed**";
+const sum3 = (s: Summary) => `${ms(s.median)} / ${ms(s.p90)} / ${ms(s.p99)}`;
+
+function ratio(
+  r: LatencyResult,
+  b: (typeof BACKENDS)[number],
+  c: Contender,
+  against: Contender,
+  op: Op,
+): number {
+  return r.series[b][c][op].median / r.series[b][against][op].median;
+}
+
+export function evaluateTargets(res: Results): Target[] {
+  const t: Target[] = [];
+  const rt = res.roundTrips;
+  const rounds = (b: "upstash" | "azure") =>
+    OPS.map((op) => `${op} ${rt[b].leasehold[op].rounds} (${rt[b].leasehold[op].requests} req)`).join(", ");
+  t.push({
+    id: "rt-upstash",
+    target: "upstash: acquire, renew, release one round trip each",
+    result: rounds("upstash"),
+    met: OPS.every((op) => rt.upstash.leasehold[op].rounds === 1 && rt.upstash.leasehold[op].requests === 1),
+  });
+  const azOk = rt.azure.leasehold.renew.rounds === 1 && rt.azure.leasehold.release.rounds === 1;
+  t.push({
+    id: "rt-azure",
+    target: "azure-blob: renew, release one round trip; acquire 2 round trips / 3 requests by design",
+    result: rounds("azure"),
+    met:
+      azOk && rt.azure.leasehold.acquire.rounds === 2 && rt.azure.leasehold.acquire.requests === 3
+        ? "by design"
+        : false,
+  });
+  for (const r of res.latency) {
+    for (const b of BACKENDS) {
+      const over = OPS.map((op) => [op, ratio(r, b, "leasehold", "floor", op)] as const);
+      t.push({
+        id: `overhead-${b}-${r.runtime}`,
+        target: `${r.runtime}, ${b}: median overhead over the raw fetch floor ≤ 5 %`,
+        result: over.map(([op, x]) => `${op} ${pct(x)}`).join(", "),
+        met: over.every(([, x]) => x <= 1.05),
+      });
+      const peer = OPS.map((op) => [op, ratio(r, b, "leasehold", "peer", op)] as const);
+      t.push({
+        id: `peer-${b}-${r.runtime}`,
+        target: `${r.runtime}, ${b}: faster than ${r.peers[b]} (median)`,
+        result: peer.map(([op, x]) => `${op} ${times(x)}`).join(", "),
+        met: peer.every(([, x]) => x < 1),
+      });
+    }
+  }
+  for (const id of ["memory", "upstash", "azure"]) {
+    const row = res.size.rows.find((r) => r.id === id)!;
+    t.push({
+      id: `size-${id}`,
+      target: `${row.label} ≤ 4 KiB min+gzip`,
+      result: `${row.gzip} B (${kb(row.gzip)})`,
+      met: row.gzip <= BUDGET,
+    });
+  }
+  for (const f of res.failover) {
+    t.push({
+      id: `failover-${f.backend}-${f.kind}-${f.ttl}-${f.retryDelay}`,
+      target: `${f.backend} ${f.kind === "crash" ? "crash takeover ≤ ttl + retryDelay" : `graceful handoff (${f.kind === "graceful-lead" ? "lead" : "release → acquire"}) ≤ retryDelay`} (ttl ${f.ttl}, retryDelay ${f.retryDelay}: ${f.bound} ms)`,
+      result: `max ${ms(f.takeover.max)} ms, median ${ms(f.takeover.median)} ms; ${f.within}/${f.takeover.n} within`,
+      met: f.within === f.takeover.n,
+    });
+  }
+  return t;
+}
+
+function latencySection(r: LatencyResult): string {
+  const out: string[] = [`### ${r.runtime}`, ""];
+  out.push(`${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`, "");
+  for (const b of BACKENDS) {
+    const s = r.series[b];
+    out.push(`**${BACKEND_LABEL[b]}** — peer: ${r.peers[b]}`, "");
+    out.push(
+      "| op | floor (raw fetch) | leasehold | vs floor | backend alone | vs floor | peer | leasehold vs peer |",
+      "|---|---|---|---|---|---|---|---|",
+    );
+    for (const op of OPS) {
+      out.push(
+        `| ${op} | ${sum3(s.floor[op])} | ${sum3(s.leasehold[op])} | ${pct(ratio(r, b, "leasehold", "floor", op))} (${us(s.leasehold[op].median - s.floor[op].median)}) | ${ms(s.backend[op].median)} | ${pct(ratio(r, b, "backend", "floor", op))} (${us(s.backend[op].median - s.floor[op].median)}) | ${sum3(s.peer[op])} | ${times(ratio(r, b, "leasehold", "peer", op))} |`,
+      );
+    }
+    out.push("");
+  }
+  const az = r.series.azure.floor;
+  out.push(
+    "**azure-blob floors signed per send** (interleaved with the contenders above; the floor replays signatures made once, a real client signs each request):",
+    "",
+    "| variant | acquire | renew | release | vs floor (renew) |",
+    "|---|---|---|---|---|",
+  );
+  for (const [what, x] of Object.entries(r.extras)) {
+    out.push(
+      `| ${what} | ${OPS.map((op) => sum3(x[op])).join(" | ")} | ${pct(x.renew.median / az.renew.median)} (${us(x.renew.median - az.renew.median)}) |`,
+    );
+  }
+  out.push("");
+  out.push(
+    "Micro-costs on this runtime (µs per call, median over batches of 100):",
+    "",
+    "| what | µs |",
+    "|---|---|",
+  );
+  for (const [what, c] of Object.entries(r.costs)) out.push(`| ${what} | ${c.median.toFixed(2)} |`);
+  out.push("");
+  return out.join("\n");
+}
+
+function headline(res: Results): string[] {
+  const lines: string[] = [];
+  for (const r of res.latency) {
+    for (const b of BACKENDS) {
+      const s = r.series[b].leasehold;
+      lines.push(
+        `- **${r.runtime}, ${b}**: acquire / renew / release median ${OPS.map((op) => ms(s[op].median)).join(" / ")} ms — ` +
+          `${OPS.map((op) => pct(ratio(r, b, "leasehold", "floor", op))).join(" / ")} vs the raw-fetch floor, ` +
+          `${OPS.map((op) => times(ratio(r, b, "leasehold", "peer", op))).join(" / ")} the time of ${r.peers[b]}.`,
+      );
+    }
+  }
+  const row = (id: string) => res.size.rows.find((r) => r.id === id)!;
+  lines.push(
+    `- **Size** (min+gzip): core + upstash ${kb(row("upstash").gzip)} vs @upstash/lock + @upstash/redis ${kb(row("upstash-lock").gzip)} (${(row("upstash-lock").gzip / row("upstash").gzip).toFixed(1)}× smaller); ` +
+      `core + azure-blob ${kb(row("azure").gzip)} vs @azure/storage-blob ${kb(row("azure-sdk").gzip)} (${(row("azure-sdk").gzip / row("azure").gzip).toFixed(0)}× smaller); core + memory ${kb(row("memory").gzip)}.`,
+  );
+  for (const f of res.failover.filter((x) => x.kind !== "graceful-lead")) {
+    lines.push(
+      `- **Failover, ${f.backend}, ${f.kind}** (ttl ${f.ttl} ms, retryDelay ${f.retryDelay} ms): median ${ms(f.takeover.median)} ms, max ${ms(f.takeover.max)} ms (bound ${f.bound} ms).`,
+    );
+  }
+  for (const c of res.contention) {
+    lines.push(
+      `- **Contention, ${c.backend}** (16 × ${c.acquisitions / c.contenders}, retryDelay ${c.retryDelay}): ${c.acquisitionsPerSecond.toFixed(0)} acquisitions/s, ${c.handoffsPerSecond.toFixed(0)} handoffs/s${c.requestsPerAcquisition ? `, ${c.requestsPerAcquisition.toFixed(2)} requests per acquisition` : ""}.`,
+    );
+  }
+  const cold = res.coldStart
+    .filter((c) => c.backend !== "fetch")
+    .map((c) => `${c.runtime} ${c.backend} ${ms(c.importToLease.median)} ms`)
+    .join(", ");
+  lines.push(`- **Cold start** (import → first lease, median): ${cold}.`);
+  return lines;
+}
+
+export function renderMarkdown(res: Results, analysis: string[] = explain(res)): string {
+  const e = res.environment;
+  const targets = res.targets ?? evaluateTargets(res);
+  const out: string[] = [];
+  out.push("# Benchmarks", "");
+  out.push(
+    `Generated by \`npm run bench\` (bench/run.ts) on ${e.date}; the run took ${res.seconds} s. Every figure on this page comes from that run; bench/results.json holds the summaries (n, median, p90, p99, min, max, mean, stddev) of every series. Do not edit by hand: run the suite again.`,
+    "",
+  );
+  if (res.quick)
+    out.push("> **Quick mode** (BENCH_QUICK=1): fewer iterations and trials than the full suite.", "");
+  out.push(
+    `- Machine: ${e.machine.cpu}, ${e.machine.cores} cores, ${e.machine.memoryGiB} GiB, ${e.machine.os}`,
+    `- Runtimes: node ${e.runtimes.node}; Node 24: ${e.runtimes.node24 ?? "not found"}; Bun: ${e.runtimes.bun ?? "not found"}; Deno: ${e.runtimes.deno ?? "not found"}`,
+    `- Versions: ${Object.entries(e.versions)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}`,
+    `- Commit: ${e.git}`,
+    "- Servers on loopback, started as the tests start them: redis-server (unix socket) behind the Upstash REST bridge (test/servers/upstash-bridge.ts, an in-process Node HTTP server in the bench's parent process), and Azurite in memory. The clients under test run in child processes.",
+  );
+  if (res.missingRuntimes.length)
+    out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
+  out.push("", "## Headline", "", ...headline(res), "");
+
+  out.push("## Targets (DESIGN.md section 7)", "", "| target | this run | |", "|---|---|---|");
+  for (const t of targets) out.push(`| ${t.target} | ${t.result} | ${mark(t.met)} |`);
+  out.push("");
+  if (analysis.length) out.push("## Where a target is missed, and why", "", ...analysis, "");
+
+  out.push("## 1. Latency", "");
+  out.push(
+    "Contenders run one after another in a fresh random order every iteration, each a full acquire → renew → release cycle on its own lock, so that machine noise hits all alike. " +
+      "**floor**: the identical HTTP requests (same URL, headers and body; for Azure the same signed requests with the same lease id), captured from leasehold once and replayed with the runtime's global `fetch`, reading the body — the least any client pays. " +
+      "**leasehold**: the public API, `createMutex(...).tryAcquire()`, `lease.renew()`, `lease.release()`, with background renewal on (the default). " +
+      "**backend alone**: the adapter's `acquire` / `renew` / `release` without the core (no deadline, timers or signals). " +
+      "**peer**: `@upstash/lock` (`acquire` / `extend` / `release`, on `@upstash/redis` with its defaults) and `@azure/storage-blob`'s `BlobLeaseClient` (`acquireLease` / `renewLease` / `releaseLease`). " +
+      "Note that the azure-blob acquire does more than the SDK's: a lease and then, in parallel, the fencing-token increment and the owner write (2 round trips, 3 requests); the SDK's acquire is the lease alone, without a fencing token. Likewise `@upstash/lock` keeps no fencing counter. Node runs load src/ and the bench through tsx (`node --import tsx`, TypeScript stripped once at load); Bun runs the .ts files natively.",
+    "",
+  );
+  for (const r of res.latency) out.push(latencySection(r));
+
+  out.push("## 2. Round trips per operation", "");
+  out.push(
+    "Counted at the server: the bridge's request counter for Upstash; a counting HTTP proxy in front of Azurite for Azure (every contender, the SDK too, pointed at it). Rounds are requests that arrived while none was in flight, so parallel requests count once. Requests are the mean and rounds the median per operation over " +
+      `${res.plan.rtCycles} steady-state cycles.`,
+    "",
+    "| backend | client | acquire: requests (rounds) | renew | release | requests seen |",
+    "|---|---|---|---|---|---|",
+  );
+  for (const b of BACKENDS) {
+    for (const c of ["leasehold", "peer"] as const) {
+      const x = res.roundTrips[b][c];
+      const kinds = OPS.map(
+        (op) =>
+          `${op}: ${Object.entries(x[op].kinds)
+            .map(([k, v]) => `${k} ×${+v.toFixed(2)}`)
+            .join(", ")}`,
+      ).join("; ");
+      const name = c === "leasehold" ? "leasehold" : (res.latency[0]?.peers[b] ?? c);
+      out.push(
+        `| ${b} | ${name} | ${x.acquire.requests} (${x.acquire.rounds}) | ${x.renew.requests} (${x.renew.rounds}) | ${x.release.requests} (${x.release.rounds}) | ${kinds} |`,
+      );
+    }
+  }
+  out.push("");
+
+  out.push("## 3. Bundle size", "");
+  out.push(
+    `esbuild ${res.size.esbuild}: ${res.size.settings}. Each entry is the minimal use of a lock (create, acquire, renew, release), so tree-shaking keeps what an app would ship.`,
+    "",
+    "| entry | minified | min+gzip | budget 4 KiB |",
+    "|---|---|---|---|",
+  );
+  for (const r of res.size.rows) {
+    const ours = r.inputs !== undefined && r.id !== "core" && !r.id.endsWith("-no-election");
+    out.push(
+      `| ${r.label} | ${r.minified} B | ${r.gzip} B (${kb(r.gzip)}) | ${ours ? (r.gzip <= BUDGET ? "within" : `over by ${r.gzip - BUDGET} B`) : ""} |`,
+    );
+  }
+  out.push("", "Minified bytes per source file (before gzip), from esbuild's metafile:", "");
+  const ours = res.size.rows.filter((r) => r.inputs && !r.id.endsWith("-no-election"));
+  const files = [...new Set(ours.flatMap((r) => Object.keys(r.inputs!)))].filter((f) =>
+    ours.some((r) => (r.inputs![f] ?? 0) > 0),
+  );
+  out.push(`| file | ${ours.map((r) => r.id).join(" | ")} |`, `|---|${ours.map(() => "---").join("|")}|`);
+  for (const f of files) out.push(`| ${f} | ${ours.map((r) => r.inputs![f] ?? "").join(" | ")} |`);
+  out.push("");
+
+  out.push("## 4. Failover", "");
+  out.push(
+    "**crash**: the holder stops renewing without releasing (a backend wrapper makes its renew and release hang forever, as if the process froze or died) at a random moment of its renewal cycle; measured from that moment to the follower's acquisition, the follower waiting in `acquire()`. " +
+      "*after expiry* is the time from the backend's expiry of the holder's last renewal (its send time + ttl) to the follower's acquisition: what the waiting adds. " +
+      "**graceful-release**: the holder calls `release()` while the follower waits in `acquire()`; **graceful-lead**: the holder's `lead()` loop is stopped (its signal aborted) while the follower runs `lead()`; measured from the call to the follower's acquisition. Trials run up to 5 at a time, each on its own lock name. ms.",
+    "",
+    "| backend | kind | ttl | retryDelay | bound | median | p90 | p99 | max | within bound | after expiry: median / max |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
+  );
+  for (const f of res.failover) {
+    const s = f.takeover;
+    out.push(
+      `| ${f.backend} | ${f.kind} | ${f.ttl} | ${f.retryDelay} | ${f.bound} | ${ms(s.median)} | ${ms(s.p90)} | ${ms(s.p99)} | ${ms(s.max)} | ${f.within}/${s.n} | ${f.afterExpiry ? `${ms(f.afterExpiry.median)} / ${ms(f.afterExpiry.max)}` : ""} |`,
+    );
+  }
+  out.push("");
+
+  out.push("## 5. Contention", "");
+  out.push(
+    "16 mutexes (own owner each, one process) race for one name; each loops `acquire()` → `release()` until it has won its share. Handoffs are acquisitions by another contender than the previous one. The wins column is the spread when the first contender completed its share, while all 16 still competed (a FIFO-fair lock would show equal shares); leasehold waiters poll with jittered backoff and keep no queue, so a releaser that asks again at once often wins again.",
+    "",
+    "| backend | retryDelay | acquisitions | seconds | acquisitions/s | handoffs | handoffs/s | wins at first finish: min / max / stddev | requests per acquisition | tokens increasing |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  );
+  for (const c of res.contention) {
+    out.push(
+      `| ${c.backend} | ${c.retryDelay} | ${c.acquisitions} | ${c.seconds.toFixed(2)} | ${c.acquisitionsPerSecond.toFixed(0)} | ${c.handoffs} | ${c.handoffsPerSecond.toFixed(1)} | ${c.wins.min} / ${c.wins.max} / ${c.wins.stddev.toFixed(1)} | ${c.requestsPerAcquisition?.toFixed(2) ?? "—"} | ${c.tokensIncreasing ? "yes" : "**no**"} |`,
+    );
+  }
+  out.push("");
+
+  out.push("## 6. Cold start", "");
+  out.push(
+    `A fresh process per run (${res.plan.coldRuns} runs per row, interleaved): dynamic import of leasehold, create the backend, \`tryAcquire()\`. Node and Bun import an esbuild build of src/ (ESM, unminified, split like dist/); Deno imports the .ts sources with -A. The baseline rows send one raw \`fetch\` to the bridge instead, without leasehold: the runtime's own first-request cost. ms, median / p90; *process start* counts from the runtime's time origin.`,
+    "",
+    "| runtime | backend | import → first lease | process start → first lease |",
+    "|---|---|---|---|",
+  );
+  for (const c of res.coldStart) {
+    out.push(
+      `| ${c.runtime} | ${c.backend === "fetch" ? "raw fetch, no leasehold (baseline)" : c.backend} | ${ms(c.importToLease.median)} / ${ms(c.importToLease.p90)} | ${ms(c.processToLease.median)} / ${ms(c.processToLease.p90)} |`,
+    );
+  }
+  out.push("");
+  return out.join("\n");
+}
+
+const costOf = (r: LatencyResult, prefix: string): number | undefined =>
+  Object.entries(r.costs).find(([k]) => k.startsWith(prefix))?.[1].median;
+
+/** The "where a target is missed" section: generated from this run's numbers. */
+function explain(res: Results): string[] {
+  const targets = res.targets ?? evaluateTargets(res);
+  const missed = (prefix: string) => targets.filter((t) => t.id.startsWith(prefix) && t.met === false);
+  const out: string[] = [];
+  if (missed("overhead-").length) {
+    out.push("### Overhead over the floor", "");
+    for (const r of res.latency) {
+      const line = BACKENDS.map((b) => {
+        const s = r.series[b];
+        const over = OPS.map((op) => s.leasehold[op].median - s.floor[op].median);
+        const adapter = OPS.map((op) => s.backend[op].median - s.floor[op].median);
+        const worst = Math.max(...over);
+        return (
+          `${b}: leasehold adds ${OPS.map((op, i) => `${op} ${us(over[i]!)}`).join(", ")} to a floor of ` +
+          `${OPS.map((op) => ms(s.floor[op].median)).join(" / ")} ms (the adapter alone: ${adapter.map((x) => us(x)).join(" / ")}); ` +
+          `the same fixed cost would be under 5 % of a round trip of ${ms(worst / 0.05)} ms or more`
+        );
+      });
+      out.push(`- **${r.runtime}** — ${line.join("; ")}.`);
+    }
+    const r0 = res.latency[0]!;
+    const sig = costOf(r0, "per-request timeout");
+    const err = costOf(r0, "new LeaseLostError (");
+    const err0 = costOf(r0, "new LeaseLostError with");
+    const web = costOf(r0, "SharedKey signing, WebCrypto");
+    const node = costOf(r0, "SharedKey signing, node:crypto");
+    out.push(
+      "",
+      "On loopback the floor is a fraction of a millisecond, so a fixed per-operation cost of tens of µs is more than 5 %; against a real Upstash or Azure endpoint (round trips of one to tens of ms) the same cost is well under it. What that cost is made of (CPU profile with `--cpu-prof`, and the micro-costs in section 1):",
+      "",
+      `- every request gets its own timeout signal (an AbortController and a timer, ${sig?.toFixed(1)} µs on ${r0.runtime}) so that a hung request never outlives the lease (DESIGN section 4), and the runtime's \`fetch\` does extra work for a request that has a signal; the lease arms its deadline and renewal timers;`,
+      `- a release aborts the lease's signal with a new \`LeaseLostError\`: ${err?.toFixed(1)} µs with its stack trace, ${err0?.toFixed(1)} µs without (on ${r0.runtime});`,
+      "- the upstash adapter encodes the script and arguments as JSON and parses the reply; the azure-blob adapter signs every request.",
+      "",
+      "Ours to fix (proposed, not applied by the bench): build the release reason without a stack trace (set `Error.stackTraceLimit = 0` around `new LeaseLostError(...)` in `release()` in src/lease.ts; the stack of a deliberate release carries no information). " +
+        "The per-request timeout signal is required by the design and stays.",
+    );
+    const signing = res.latency
+      .map((r) => {
+        const e = Object.entries(r.extras);
+        const webX = e.find(([k]) => k.includes("WebCrypto"))?.[1];
+        const nodeX = e.find(([k]) => k.includes("node:crypto"))?.[1];
+        const f = r.series.azure.floor.renew.median;
+        if (!webX) return "";
+        return (
+          `${r.runtime}: renew ${us(webX.renew.median - f)} with WebCrypto` +
+          (nodeX ? `, ${us(nodeX.renew.median - f)} with node:crypto` : "") +
+          `, against the adapter's ${us(r.series.azure.backend.renew.median - f)}`
+        );
+      })
+      .filter(Boolean);
+    if (web !== undefined) {
+      out.push(
+        "",
+        `azure-blob: the adapter's overhead is mostly its SharedKey signing. Re-signing the floor's own requests for every send (the "signed per send" rows in section 1) costs ${signing.join("; ")}. ` +
+          `In isolation WebCrypto's HMAC takes ${web.toFixed(1)} µs per request on ${r0.runtime}${node !== undefined ? ` and node:crypto's ${node.toFixed(1)} µs` : ""}; inside a request it costs more, as \`crypto.subtle.sign\` completes on a worker thread and wakes the event loop. \`@azure/storage-blob\` signs with node:crypto. ` +
+          'Proposed (src/backends/azure-auth.ts, `sharedKeyAuth`): where `globalThis.process?.getBuiltinModule?.("node:crypto")` exists (Node ≥ 20.16, Bun, Deno), sign with its synchronous `createHmac` and keep WebCrypto elsewhere (Workers) — no import, no dependency; the node:crypto row in section 1 is what signing would then cost.',
+      );
+    }
+    out.push("");
+  }
+  const peerMiss = missed("peer-");
+  if (peerMiss.length) {
+    out.push("### Against the peers", "");
+    for (const t of peerMiss) out.push(`- ${t.target}: ${t.result}.`);
+    out.push(
+      "",
+      "The azure-blob acquire takes 2 round trips by design: the lease, then the fencing-token increment and the owner write in parallel (Azure cannot take a lease and bump a counter in one request). `BlobLeaseClient.acquireLease` is the lease alone and hands out no fencing token, so leasehold's acquire is slower than it by about one round trip; renew and release are one request each on both. Where an upstash ratio is close to ×1.00, the difference between leasehold and `@upstash/lock` is within the run-to-run noise of this machine; `@upstash/lock`'s acquire is a bare `SET NX PX` (no fencing counter) sent through `@upstash/redis`'s auto-pipeline.",
+      "",
+    );
+  }
+  const sizeMiss = missed("size-");
+  if (sizeMiss.length) {
+    const row = (id: string) => res.size.rows.find((r) => r.id === id);
+    const up = row("upstash")!;
+    const upNo = row("upstash-no-election");
+    const azNo = row("azure-no-election");
+    out.push(
+      "### Bundle size",
+      "",
+      `Over the 4 KiB budget: ${sizeMiss.map((t) => `${t.target.replace(" ≤ 4 KiB min+gzip", "")} by ${row(t.id.slice(5))!.gzip - BUDGET} B`).join("; ")}. ` +
+        `\`lead\`, \`watch\`, \`health\` and \`isLeader\` are members of every \`Mutex\`, so no bundler can drop src/election.ts (${up.inputs?.["src/election.ts"]} B minified) from an app that only locks. ` +
+        (upNo && azNo
+          ? `With election.ts stubbed out (an experiment the bench builds), core + upstash is ${upNo.gzip} B (${up.gzip - upNo.gzip} B less) and core + azure-blob ${azNo.gzip} B. `
+          : "") +
+        "Proposed: move the election loop to its own entry (`leasehold/election`, e.g. `lead(mutex, task, options)`, `watch(mutex)`), which also needs DESIGN section 3 to change. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
+      "",
+    );
+  }
+  const foMiss = missed("failover-");
+  if (foMiss.length) {
+    out.push("### Failover", "");
+    for (const t of foMiss) out.push(`- ${t.target}: ${t.result}.`);
+    out.push("");
+  }
+  return out;
+}

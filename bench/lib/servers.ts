@@ -1,0 +1,109 @@
+// The real servers the suite runs against, started the way the tests start them
+// (test/servers/*), plus a counting HTTP proxy for Azurite's round trips.
+import { Agent, createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
+import {
+  AZURITE_ACCOUNT,
+  AZURITE_KEY,
+  type AzuriteServer,
+  startAzurite,
+} from "../../test/servers/azurite.ts";
+import { type RedisServer, startRedis } from "../../test/servers/redis.ts";
+import { startBridge, type UpstashBridge } from "../../test/servers/upstash-bridge.ts";
+
+export interface Servers {
+  redis: RedisServer;
+  bridge: UpstashBridge;
+  azurite: AzuriteServer;
+  azure: { accountUrl: string; accountName: string; accountKey: string; container: string };
+  /** Stops everything this started. Idempotent. */
+  stop(): Promise<void>;
+}
+
+export async function startServers(): Promise<Servers> {
+  const stops: (() => Promise<void>)[] = [];
+  const stop = async () => {
+    for (const s of stops.splice(0).reverse()) await s().catch(() => {});
+  };
+  try {
+    const redis = await startRedis();
+    stops.push(() => redis.stop());
+    const bridge = await startBridge({ redis: redis.socket });
+    stops.push(() => bridge.stop());
+    const azurite = await startAzurite();
+    stops.push(() => azurite.stop());
+    return {
+      redis,
+      bridge,
+      azurite,
+      azure: {
+        accountUrl: azurite.accountUrl,
+        accountName: AZURITE_ACCOUNT,
+        accountKey: AZURITE_KEY,
+        container: "bench",
+      },
+      stop,
+    };
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+}
+
+/** A plain HTTP proxy in front of `port` that counts requests and sequential round trips. */
+export interface CountingProxy {
+  /** Base URL of the proxy: `http://127.0.0.1:<port>`. */
+  readonly origin: string;
+  /**
+   * requests: how many arrived; rounds: how many arrived while none was in flight (parallel
+   * requests of one round overlap and count once); methods: per `METHOD ?comp` label.
+   */
+  stats(): { requests: number; rounds: number; kinds: Record<string, number> };
+  reset(): void;
+  stop(): Promise<void>;
+}
+
+export async function countingProxy(port: number): Promise<CountingProxy> {
+  let requests = 0;
+  let rounds = 0;
+  let inflight = 0;
+  let kinds: Record<string, number> = {};
+  const agent = new Agent({ keepAlive: true });
+  const server = createServer((req, res) => {
+    requests++;
+    if (inflight++ === 0) rounds++;
+    const comp = new URL(req.url ?? "/", "http://x").searchParams.get("comp");
+    const kind = `${req.method}${comp ? ` ?comp=${comp}` : ""}${req.headers["x-ms-lease-action"] ? ` ${req.headers["x-ms-lease-action"]}` : ""}`;
+    kinds[kind] = (kinds[kind] ?? 0) + 1;
+    const upstream = request(
+      { host: "127.0.0.1", port, method: req.method, path: req.url, headers: req.headers, agent },
+      (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        up.pipe(res);
+        up.on("end", () => inflight--);
+      },
+    );
+    upstream.on("error", () => {
+      inflight--;
+      res.destroy();
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port: own } = server.address() as AddressInfo;
+  return {
+    origin: `http://127.0.0.1:${own}`,
+    stats: () => ({ requests, rounds, kinds: { ...kinds } }),
+    reset: () => {
+      requests = 0;
+      rounds = 0;
+      kinds = {};
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+        agent.destroy();
+      }),
+  };
+}

@@ -1,0 +1,168 @@
+// The benchmark suite: `npm run bench` (BENCH_QUICK=1 for a short run; `-- --render` to rewrite
+// RESULTS.md from results.json without measuring). Starts redis-server
+// behind the Upstash bridge and Azurite (test/servers/*), runs every part, writes
+// bench/results.json and bench/RESULTS.md from this run's numbers, and stops the servers.
+//   1 latency       bench/latency.ts, in child processes: node (tsx), Node 24, Bun
+//   2 round trips   bench/roundtrips.ts
+//   3 bundle size   bench/size.ts
+//   4 failover      bench/failover.ts
+//   5 contention    bench/contention.ts
+//   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
+import { spawn, spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Runtime, runColdStart } from "./coldstart.ts";
+import { runContention } from "./contention.ts";
+import { runFailover } from "./failover.ts";
+import type { LatencyResult, Targets } from "./latency.ts";
+import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
+import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
+import { startServers } from "./lib/servers.ts";
+import { QUICK } from "./lib/stats.ts";
+import { runRoundTrips } from "./roundtrips.ts";
+import { runSize } from "./size.ts";
+
+const plan = QUICK
+  ? { iterations: 150, warmup: 30, rtCycles: 5, failTrials: 5, perContender: 50, coldRuns: 3 }
+  : { iterations: 1000, warmup: 100, rtCycles: 20, failTrials: 20, perContender: 200, coldRuns: 10 };
+const started = performance.now();
+const log = (msg: string) =>
+  console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
+
+/** Runs bench/latency.ts in a child process on `cmd` and returns its result. */
+async function latencyChild(id: string, cmd: string[], targets: Targets): Promise<LatencyResult> {
+  const dir = mkdtempSync(join(tmpdir(), "leasehold-bench-lat-"));
+  const out = join(dir, "result.json");
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(cmd[0]!, [...cmd.slice(1), `${ROOT}/bench/latency.ts`], {
+        cwd: ROOT,
+        env: { ...process.env, BENCH_TARGETS: JSON.stringify(targets), BENCH_OUT: out },
+        stdio: ["ignore", "inherit", "inherit"],
+      });
+      child.on("error", reject);
+      child.on("exit", (code) =>
+        code === 0 ? resolve() : reject(new Error(`latency on ${id} exited ${code}`)),
+      );
+    });
+    return JSON.parse(readFileSync(out, "utf8")) as LatencyResult;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Lays out RESULTS.md's tables the way `biome check` (npm run lint) wants them; no figure changes. */
+function formatResults(): void {
+  const r = spawnSync(`${ROOT}/node_modules/.bin/biome`, ["format", "--write", "bench/RESULTS.md"], {
+    cwd: ROOT,
+    encoding: "utf8",
+  });
+  if (r.status !== 0) console.error(`[bench] biome format bench/RESULTS.md failed: ${r.stderr || r.stdout}`);
+}
+
+// `--render`: rewrite bench/RESULTS.md from the existing bench/results.json (same run, same
+// numbers) after a change to the page's layout; measures nothing.
+if (process.argv.includes("--render")) {
+  const saved = JSON.parse(readFileSync(`${ROOT}/bench/results.json`, "utf8")) as Results;
+  saved.targets = evaluateTargets(saved);
+  writeFileSync(`${ROOT}/bench/RESULTS.md`, renderMarkdown(saved));
+  formatResults();
+  console.log("rewrote bench/RESULTS.md from bench/results.json");
+  process.exit(0);
+}
+
+const servers = await startServers();
+const stop = async () => {
+  await servers.stop();
+};
+process.once("SIGINT", () => {
+  stop().finally(() => process.exit(130));
+});
+try {
+  const env = environment(servers.redis.version);
+  log(
+    `servers up: bridge ${servers.bridge.url}, Azurite ${servers.azurite.accountUrl}${QUICK ? " (quick mode)" : ""}`,
+  );
+  const upstashTarget = { url: servers.bridge.url, token: servers.bridge.token };
+  const targets: Targets = {
+    upstash: upstashTarget,
+    azure: servers.azure,
+    iterations: plan.iterations,
+    warmup: plan.warmup,
+  };
+
+  const runtimes: { id: string; latency: string[]; cold: string[]; sources?: boolean }[] = [
+    {
+      id: `node ${process.version}`,
+      latency: [process.execPath, "--import", "tsx"],
+      cold: [process.execPath],
+    },
+  ];
+  if (env.runtimes.node24)
+    runtimes.push({
+      id: `node ${env.runtimes.node24}`,
+      latency: [NODE24, "--import", "tsx"],
+      cold: [NODE24],
+    });
+  if (env.runtimes.bun) runtimes.push({ id: `bun ${env.runtimes.bun}`, latency: [BUN], cold: [BUN] });
+  const missing = [
+    !env.runtimes.node24 && `Node 24 (${NODE24}; run \`npm ci --prefix test/runtimes\`)`,
+    !env.runtimes.bun && "Bun",
+    !env.runtimes.deno && "Deno",
+  ].filter(Boolean) as string[];
+
+  const latency: LatencyResult[] = [];
+  for (const rt of runtimes) {
+    log(`1 latency on ${rt.id}: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+    const r = await latencyChild(rt.id, rt.latency, targets);
+    latency.push({ ...r, runtime: rt.id });
+  }
+
+  log(`2 round trips: ${plan.rtCycles} cycles per contender`);
+  const roundTrips = await runRoundTrips(servers, plan.rtCycles);
+
+  log("3 bundle sizes");
+  const size = await runSize();
+
+  log(`4 failover: ${plan.failTrials} trials per series`);
+  const failoverConfigs = [
+    { ttl: 1_000, retryDelay: 200 },
+    { ttl: 2_000, retryDelay: 500 },
+  ];
+  const failover = await runFailover(upstashTarget, { trials: plan.failTrials, configs: failoverConfigs });
+
+  log(`5 contention: 16 contenders x ${plan.perContender}`);
+  const contention = await runContention(servers, {
+    contenders: 16,
+    perContender: plan.perContender,
+    retryDelays: [1_000, 100],
+  });
+
+  log(`6 cold start: ${plan.coldRuns} runs per runtime and backend`);
+  const cold: Runtime[] = runtimes.map((rt) => ({ id: rt.id, cmd: rt.cold }));
+  if (env.runtimes.deno && existsSync(DENO))
+    cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
+  const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
+
+  const results: Results = {
+    environment: env,
+    quick: QUICK,
+    plan,
+    missingRuntimes: missing,
+    latency,
+    roundTrips,
+    size,
+    failover,
+    contention,
+    coldStart,
+    seconds: Math.round((performance.now() - started) / 1000),
+  };
+  results.targets = evaluateTargets(results);
+  writeFileSync(`${ROOT}/bench/results.json`, `${JSON.stringify(results, null, 2)}\n`);
+  writeFileSync(`${ROOT}/bench/RESULTS.md`, renderMarkdown(results));
+  formatResults();
+  log("wrote bench/results.json and bench/RESULTS.md");
+} finally {
+  await stop();
+}

@@ -1,0 +1,119 @@
+// Item 3: bundle size, min+gzip, every entry built with the same esbuild settings (bundle,
+// minify, ESM, platform browser, target es2022; gzip level 9). Each entry is the minimal use
+// of a lock: create it, acquire, renew, release, so that tree-shaking keeps what a user ships.
+import { gzipSync } from "node:zlib";
+import { build, version as esbuildVersion, type Plugin } from "esbuild";
+
+export interface SizeRow {
+  id: string;
+  label: string;
+  minified: number;
+  gzip: number;
+  /** Minified bytes each source file contributes (ours only; esbuild's metafile). */
+  inputs?: Record<string, number>;
+}
+export interface SizeResult {
+  esbuild: string;
+  settings: string;
+  rows: SizeRow[];
+}
+
+const ours = (adapter: string, make: string) => `
+import { createMutex } from "../src/index.ts";
+${adapter}
+export async function cycle(opts) {
+  const lease = await createMutex(${make}, { name: "job" }).tryAcquire();
+  await lease?.renew();
+  await lease?.release();
+}`;
+
+const ENTRIES: Record<string, { label: string; code: string }> = {
+  core: { label: "leasehold core alone (createMutex)", code: ours("", "opts.backend") },
+  memory: {
+    label: "leasehold core + memory",
+    code: ours('import { memory } from "../src/backends/memory.ts";', "memory()"),
+  },
+  upstash: {
+    label: "leasehold core + upstash",
+    code: ours('import { upstash } from "../src/backends/upstash.ts";', "upstash(opts)"),
+  },
+  azure: {
+    label: "leasehold core + azure-blob",
+    code: ours('import { azureBlob } from "../src/backends/azure-blob.ts";', "azureBlob(opts)"),
+  },
+  "upstash-lock": {
+    label: "@upstash/lock + @upstash/redis",
+    code: `
+import { Lock } from "@upstash/lock";
+import { Redis } from "@upstash/redis";
+export async function cycle(opts) {
+  const lock = new Lock({ id: "job", redis: new Redis(opts) });
+  if (await lock.acquire()) { await lock.extend(10000); await lock.release(); }
+}`,
+  },
+  "azure-sdk": {
+    label: "@azure/storage-blob BlobLeaseClient",
+    code: `
+import { BlobServiceClient } from "@azure/storage-blob";
+export async function cycle(url) {
+  const lease = new BlobServiceClient(url).getContainerClient("locks").getBlobClient("job").getBlobLeaseClient();
+  await lease.acquireLease(15); await lease.renewLease(); await lease.releaseLease();
+}`,
+  },
+};
+
+/** Replaces src/election.ts with a stub: what the core would weigh without lead/watch/health. */
+const noElection: Plugin = {
+  name: "no-election",
+  setup(b) {
+    b.onLoad({ filter: /src[\\/]election\.ts$/ }, () => ({
+      loader: "ts",
+      contents:
+        "export function createElection() { return { lead() {}, watch() {}, health() {}, isLeader: false }; }",
+    }));
+  },
+};
+
+export async function runSize(): Promise<SizeResult> {
+  const rows: SizeRow[] = [];
+  const variants = Object.entries(ENTRIES).map(([id, e]) => ({ id, ...e, stub: false }));
+  for (const id of ["upstash", "azure"]) {
+    const e = ENTRIES[id]!;
+    variants.push({
+      id: `${id}-no-election`,
+      label: `${e.label}, election.ts stubbed out (experiment)`,
+      code: e.code,
+      stub: true,
+    });
+  }
+  for (const { id, label, code, stub } of variants) {
+    const out = await build({
+      plugins: stub ? [noElection] : [],
+      stdin: { contents: code, resolveDir: new URL(".", import.meta.url).pathname, loader: "ts" },
+      bundle: true,
+      minify: true,
+      format: "esm",
+      platform: "browser",
+      target: "es2022",
+      write: false,
+      metafile: true,
+      logLevel: "silent",
+    });
+    const bytes = out.outputFiles[0]!.contents;
+    const row: SizeRow = { id, label, minified: bytes.length, gzip: gzipSync(bytes, { level: 9 }).length };
+    const output = Object.values(out.metafile.outputs)[0];
+    if (output && id !== "upstash-lock" && id !== "azure-sdk") {
+      row.inputs = Object.fromEntries(
+        Object.entries(output.inputs)
+          .filter(([file]) => file.startsWith("src/"))
+          .map(([file, v]) => [file, v.bytesInOutput]),
+      );
+    }
+    rows.push(row);
+  }
+  return {
+    esbuild: esbuildVersion,
+    settings: "bundle, minify, format esm, platform browser, target es2022; gzip level 9",
+    rows,
+  };
+}
