@@ -362,7 +362,7 @@ function explain(res: Results): string[] {
       `- a release aborts the lease's signal with a new \`LeaseLostError\`: ${err?.toFixed(1)} µs with its stack trace, ${err0?.toFixed(1)} µs without (on ${r0.runtime});`,
       "- the upstash adapter encodes the script and arguments as JSON and parses the reply; the azure-blob adapter signs every request.",
       "",
-      "Ours to fix (proposed, not applied by the bench): build the release reason without a stack trace (set `Error.stackTraceLimit = 0` around `new LeaseLostError(...)` in `release()` in src/lease.ts; the stack of a deliberate release carries no information). " +
+      "Fixed: `release()` in src/lease.ts builds its reason with `Error.stackTraceLimit = 0` (the stack of a deliberate release carries no information), so the release figures above already include that saving. " +
         "The per-request timeout signal is required by the design and stays.",
     );
     const signing = res.latency
@@ -384,7 +384,7 @@ function explain(res: Results): string[] {
         "",
         `azure-blob: the adapter's overhead is mostly its SharedKey signing. Re-signing the floor's own requests for every send (the "signed per send" rows in section 1) costs ${signing.join("; ")}. ` +
           `In isolation WebCrypto's HMAC takes ${web.toFixed(1)} µs per request on ${r0.runtime}${node !== undefined ? ` and node:crypto's ${node.toFixed(1)} µs` : ""}; inside a request it costs more, as \`crypto.subtle.sign\` completes on a worker thread and wakes the event loop. \`@azure/storage-blob\` signs with node:crypto. ` +
-          'Proposed (src/backends/azure-auth.ts, `sharedKeyAuth`): where `globalThis.process?.getBuiltinModule?.("node:crypto")` exists (Node ≥ 20.16, Bun, Deno), sign with its synchronous `createHmac` and keep WebCrypto elsewhere (Workers) — no import, no dependency; the node:crypto row in section 1 is what signing would then cost.',
+          'Considered and not adopted: signing with the synchronous `createHmac` where `process.getBuiltinModule` exists (the node:crypto row in section 1 is what signing would then cost). The library keeps one signing path, WebCrypto, on every runtime (no Node built-ins in src/, PROTOCOLS.md); against a real Azure endpoint, tens of ms away, the difference is well under 5 %.',
       );
     }
     out.push("");
@@ -413,7 +413,7 @@ function explain(res: Results): string[] {
         (upNo && azNo
           ? `With election.ts stubbed out (an experiment the bench builds), core + upstash is ${upNo.gzip} B (${up.gzip - upNo.gzip} B less) and core + azure-blob ${azNo.gzip} B. `
           : "") +
-        "Proposed: move the election loop to its own entry (`leasehold/election`, e.g. `lead(mutex, task, options)`, `watch(mutex)`), which also needs DESIGN section 3 to change. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
+        "Not adopted: moving the election loop to its own entry (`leasehold/election`) would save that, but DESIGN section 3 makes `lead` a member of `Mutex`, and one `createMutex` for locking and electing is the simpler API. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
       "",
     );
   }
