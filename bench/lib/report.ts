@@ -384,7 +384,7 @@ function explain(res: Results): string[] {
         "",
         `azure-blob: the adapter's overhead is mostly its SharedKey signing. Re-signing the floor's own requests for every send (the "signed per send" rows in section 1) costs ${signing.join("; ")}. ` +
           `In isolation WebCrypto's HMAC takes ${web.toFixed(1)} µs per request on ${r0.runtime}${node !== undefined ? ` and node:crypto's ${node.toFixed(1)} µs` : ""}; inside a request it costs more, as \`crypto.subtle.sign\` completes on a worker thread and wakes the event loop. \`@azure/storage-blob\` signs with node:crypto. ` +
-          'Considered and not adopted: signing with the synchronous `createHmac` where `process.getBuiltinModule` exists (the node:crypto row in section 1 is what signing would then cost). The library keeps one signing path, WebCrypto, on every runtime (no Node built-ins in src/, PROTOCOLS.md); against a real Azure endpoint, tens of ms away, the difference is well under 5 %.',
+          "Considered and not adopted: signing with the synchronous `createHmac` where `process.getBuiltinModule` exists (the node:crypto row in section 1 is what signing would then cost). The library keeps one signing path, WebCrypto, on every runtime (no Node built-ins in src/, PROTOCOLS.md); against a real Azure endpoint, tens of ms away, the difference is well under 5 %.",
       );
     }
     out.push("");
