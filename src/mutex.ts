@@ -129,7 +129,7 @@ function isNumber(value: unknown): value is number {
  *
  * const mutex = createMutex(memory(), { name: "nightly-report" });
  * await using lease = await mutex.acquire({ timeout: 10_000 });
- * console.log(`holding ${lease.name} with fencing token ${lease.token}`);
+ * await writeReport({ signal: lease.signal, fence: lease.token }); // your job, fenced
  * ```
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {

@@ -11,9 +11,9 @@
  * testBackend({ describe, it }, { backend: () => memory() });
  * ```
  *
- * @example With node:test, or anything else: run the checks yourself
+ * @example With Node's built-in test runner, or anything else: run the checks yourself
  * ```ts
- * import { test } from "node:test";
+ * // `test` is the one of Node's built-in runner (the node:test module), or your runner's.
  * import { conformanceChecks } from "leasehold/testing";
  * import { memory } from "leasehold/memory";
  *

@@ -6,6 +6,7 @@ import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { upstash } from "../src/backends/upstash.ts";
 import { createMutex } from "../src/index.ts";
+import { killAll } from "./servers/children.ts";
 
 const ctx = inject("upstash");
 const az = inject("azurite");
@@ -39,18 +40,7 @@ interface Run {
 }
 
 const children: ChildProcess[] = [];
-afterEach(async () => {
-  await Promise.all(
-    children.splice(0).map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once("exit", () => resolve());
-          child.kill("SIGKILL");
-        }),
-    ),
-  );
-});
+afterEach(() => killAll(children.splice(0)));
 
 function cli(
   args: string[],

@@ -17,6 +17,7 @@ import { Miniflare } from "miniflare";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { upstash as upstashBackend } from "../src/backends/upstash.ts";
 import { createMutex } from "../src/index.ts";
+import { killAll } from "./servers/children.ts";
 import { COMPATIBILITY_DATE, scheduled } from "./smoke/run-workerd.ts";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
@@ -33,9 +34,7 @@ const serverEnv = {
 };
 
 const children = new Set<ChildProcess>();
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL");
-});
+afterAll(() => killAll(children));
 
 /** A running child whose output is collected; `exited` resolves with its code. */
 function start(command: string, args: string[], env: Record<string, string> = {}) {

@@ -4,6 +4,7 @@
 // instant may two processes run the task with unaborted signals.
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, inject, it } from "vitest";
+import { killAll } from "./servers/children.ts";
 
 const ctx = inject("upstash");
 const root = new URL("../", import.meta.url);
@@ -30,18 +31,7 @@ interface Candidate {
 }
 
 const children: ChildProcess[] = [];
-afterEach(async () => {
-  await Promise.all(
-    children.splice(0).map(
-      (child) =>
-        new Promise<void>((resolve) => {
-          if (child.exitCode !== null || child.signalCode !== null) return resolve();
-          child.once("exit", () => resolve());
-          child.kill("SIGKILL");
-        }),
-    ),
-  );
-});
+afterEach(() => killAll(children.splice(0)));
 
 const now = () => performance.timeOrigin + performance.now();
 

@@ -12,6 +12,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
+import { killAll } from "./servers/children.ts";
 import {
   type FaultProxy,
   type FaultRule,
@@ -82,7 +83,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL");
+  await killAll(children);
   await proxy?.stop();
   await lockBridge?.stop();
   await resourceBridge?.stop();
