@@ -14,10 +14,24 @@ function unref(timer: unknown): void {
   }
 }
 
-/** A cancellable, unref'ed timeout. Returns the function that cancels it. */
-export function timer(ms: number, fn: () => void): () => void {
-  const id = setTimeout(fn, Math.max(0, ms));
-  unref(id);
+/** The longest delay `setTimeout` honours; longer ones (and NaN) fire after 1 ms on Node and Bun. */
+const MAX_DELAY = 2_147_483_647;
+
+/**
+ * A cancellable timeout of any length: delays beyond what `setTimeout` takes are chained, an
+ * infinite one never fires, NaN counts as 0. Unref'ed unless `keepAlive`. Returns the function that cancels it.
+ */
+export function timer(ms: number, fn: () => void, keepAlive = false): () => void {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const arm = (left: number): void => {
+    if (left === Number.POSITIVE_INFINITY) return; // never
+    id = setTimeout(
+      left > MAX_DELAY ? () => arm(left - MAX_DELAY) : fn,
+      Math.min(Math.max(0, left || 0), MAX_DELAY),
+    );
+    if (!keepAlive) unref(id);
+  };
+  arm(ms);
   return () => clearTimeout(id);
 }
 
@@ -34,13 +48,17 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const onAbort = () => {
-      clearTimeout(id);
+      cancel();
       reject(signal?.reason);
     };
-    const id = setTimeout(() => {
-      signal?.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
+    const cancel = timer(
+      ms,
+      () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      },
+      true,
+    );
     signal?.addEventListener("abort", onAbort, { once: true });
   });
 }
@@ -66,7 +84,7 @@ export function linkedSignal(
     p.addEventListener("abort", onAbort, { once: true });
     return () => p.removeEventListener("abort", onAbort);
   });
-  const cancel = Number.isFinite(ms) ? timer(ms, () => ctrl.abort(reason())) : () => {};
+  const cancel = timer(ms, () => ctrl.abort(reason()));
   return {
     signal: ctrl.signal,
     done: () => {

@@ -104,6 +104,11 @@ export function createElection(m: {
 
     async lead(task, { signal, onError = report, stopTimeout = m.stopMargin } = {}) {
       if (typeof task !== "function") throw new TypeError("[leasehold] lead: task must be a function");
+      if (!(typeof stopTimeout === "number" && stopTimeout >= 0)) {
+        throw new RangeError(
+          `[leasehold] lead: stopTimeout must be a number of ms ≥ 0, got ${String(stopTimeout)}`,
+        );
+      }
       while (!signal?.aborted) {
         let lease: Lease;
         try {
@@ -137,24 +142,39 @@ export function createElection(m: {
         await lease.release().catch(onError);
         scope.done();
         emit({ type: "deposed", owner: lease.owner, token: lease.token, reason: lease.signal.reason });
-        // Never campaign again (or return) while this instance's task still runs.
-        const threw = await settled;
+        // Never campaign again (or return) while this instance's task still runs. Then pause about
+        // retryDelay, whether the task threw or returned: waiting followers get their turn, and a
+        // task that returns at once cannot spin the loop.
+        await settled;
         if (signal?.aborted) break;
-        if (threw) await backoff(signal);
+        await backoff(signal);
       }
     },
 
     watch({ signal, interval = m.retryDelay } = {}) {
+      if (!(typeof interval === "number" && interval >= 0 && interval < Number.POSITIVE_INFINITY)) {
+        throw new RangeError(
+          `[leasehold] watch: interval must be a finite number of ms ≥ 0, got ${String(interval)}`,
+        );
+      }
       const stop = new AbortController();
       const end = linkedSignal([stop.signal, signal]);
       const queue: LeadershipChange[] = [];
-      let wake: (() => void) | undefined;
+      const waiters: (() => void)[] = [];
+      const wake = (): void => {
+        for (const resolve of waiters.splice(0)) resolve();
+      };
       const push = (change: LeadershipChange): void => {
-        // Consecutive reads of the backend collapse into the newest one.
+        // Consecutive reads of the backend collapse into the newest one; for a consumer that falls
+        // behind, older reads go first. This instance's elected/deposed are kept (up to 1 024).
         if (change.type === "leader" && queue.at(-1)?.type === "leader") queue.pop();
         queue.push(change);
-        if (queue.length > 64) queue.shift();
-        wake?.();
+        if (queue.length > 64) {
+          const oldRead = queue.findIndex((c) => c.type === "leader");
+          if (oldRead >= 0 && oldRead < queue.length - 1) queue.splice(oldRead, 1);
+          else if (queue.length > 1_024) queue.shift();
+        }
+        wake();
       };
       listeners.add(push);
       end.signal.addEventListener(
@@ -162,7 +182,7 @@ export function createElection(m: {
         () => {
           listeners.delete(push);
           end.done();
-          wake?.();
+          wake();
         },
         { once: true },
       );
@@ -184,8 +204,9 @@ export function createElection(m: {
       })();
       const iterator: AsyncIterableIterator<LeadershipChange> = {
         async next() {
-          while (queue.length === 0 && !end.signal.aborted)
-            await new Promise<void>((resolve) => (wake = resolve));
+          while (queue.length === 0 && !end.signal.aborted) {
+            await new Promise<void>((resolve) => waiters.push(resolve));
+          }
           const value = queue.shift();
           return value ? { value, done: false } : { value: undefined, done: true };
         },

@@ -13,9 +13,11 @@ export function redact(text: string, secrets: readonly string[]): string {
 }
 
 /** A copy of an error that is safe to expose as `cause`: name and redacted message only. */
-export function scrub(error: unknown, secrets: readonly string[]): Error {
+export function scrub(error: unknown, secrets: readonly string[], depth = 0): Error {
   const e = error instanceof Error ? error : new Error(String(error));
-  const inner = e.cause === undefined ? undefined : { cause: scrub(e.cause, secrets) };
+  // Causes are copied 4 deep at most: enough to explain, and a cyclic chain cannot recurse forever.
+  const inner =
+    e.cause === undefined || depth >= 4 ? undefined : { cause: scrub(e.cause, secrets, depth + 1) };
   const copy = new Error(redact(e.message, secrets), inner);
   copy.name = e.name;
   copy.stack = `${copy.name}: ${copy.message}`;

@@ -47,7 +47,9 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /**
    * Give up after this many ms and reject with a {@link LockTimeoutError}. A number ≥ 0;
-   * default: wait until the signal aborts.
+   * default: wait until the signal aborts. It bounds the whole wait, requests in flight
+   * included, so a timeout shorter than one round trip never succeeds: use `tryAcquire()` for a
+   * single attempt.
    */
   timeout?: number;
 }
@@ -82,9 +84,9 @@ export interface Mutex {
   /**
    * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
    * the lease is lost or `options.signal` aborts, release when the task ends or the lease is
-   * lost, and campaign again, until `options.signal` aborts. A task that throws is reported to
-   * `onError` and the loop goes on after a backoff of about `retryDelay`. Resolves only after the
-   * last task has settled and its lease is released.
+   * lost, and, after a pause of about `retryDelay` (so waiting followers get their turn), campaign
+   * again, until `options.signal` aborts. A task that throws is reported to `onError` and the
+   * loop goes on. Resolves only after the last task has settled and its lease is released.
    */
   lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
   /** Whether this mutex's `lead` loop holds a lease whose signal has not aborted. */
@@ -95,9 +97,9 @@ export interface Mutex {
    */
   health(): Health;
   /**
-   * An async iterator of leadership changes: this instance elected or deposed (exact), and the
-   * holder seen on the backend, polled every `interval` ms (advisory: it may be stale and may
-   * skip short terms). Ends when `options.signal` aborts or the loop breaks.
+   * An async iterator of leadership changes: this instance elected or deposed (exact; up to 1 024
+   * unread are kept), and the holder seen on the backend, polled every `interval` ms (advisory: it
+   * may be stale and may skip short terms). Ends when `options.signal` aborts or the loop breaks.
    */
   watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }

@@ -214,6 +214,16 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
  * Bearer (Microsoft Entra ID): `Authorization: Bearer <token>` from `credential.getToken`, cached
  * until 2 minutes before it expires; concurrent requests share one refresh.
  */
+/** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}
+
 export function bearerAuth(credential: TokenCredentialLike): Auth {
   if (typeof credential?.getToken !== "function") {
     fail("options.credential must have a getToken(scopes) method, like @azure/identity's credentials");
@@ -225,10 +235,12 @@ export function bearerAuth(credential: TokenCredentialLike): Auth {
     secrets,
     async authorize(_method, url, headers, signal) {
       if (cached === undefined || Date.now() >= cached.expiresOnTimestamp - REFRESH_MARGIN) {
-        pending ??= credential.getToken(SCOPE, signal ? { abortSignal: signal } : {}).finally(() => {
+        // One refresh shared by concurrent requests: it must not carry any one caller's signal,
+        // or that caller's timeout would fail all the others. Each caller waits with its own.
+        pending ??= credential.getToken(SCOPE, {}).finally(() => {
           pending = undefined;
         });
-        const got = await pending;
+        const got = await (signal ? untilAborted(pending, signal) : pending);
         if (!got || typeof got.token !== "string" || got.token === "") {
           throw new TypeError("[leasehold] [azure-blob] options.credential.getToken returned no token");
         }

@@ -295,10 +295,12 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const cause = scrub(error, secrets);
+      // A credential that timed out may answer next time; any other failure is taken as a refusal.
+      const refused = !/Timeout|Abort/.test(cause.name);
       throw new BackendError(`${op}: options.credential gave no token: ${cause.message}`, {
         backend: NAME,
-        retryable: false,
-        auth: true,
+        retryable: !refused,
+        auth: refused,
         cause,
       });
     }

@@ -8,8 +8,9 @@
  * keys of a name live in one slot, as a multi-key script needs on a cluster.
  *
  * Upstash replicates asynchronously. The scripts are writes, so they run on the primary; a
- * failover that loses the last writes can let a second holder in while the first still runs.
- * The fencing token is what keeps a fenced resource safe then.
+ * failover that loses the last writes can let a second holder in while the first still runs,
+ * and can set the fence counter back, so a token can repeat. Treat Upstash locks as efficiency
+ * locks (no duplicate work) unless the fenced resource survives such a failover on its own.
  *
  * @example From the environment (Node, Bun, Deno)
  * ```ts
