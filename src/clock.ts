@@ -15,7 +15,7 @@ function unref(timer: unknown): void {
 }
 
 /** The longest delay `setTimeout` honours; longer ones (and NaN) fire after 1 ms on Node and Bun. */
-const MAX_DELAY = 2_147_483_647;
+export const MAX_DELAY = 2_147_483_647;
 
 /**
  * A cancellable timeout of any length: delays beyond what `setTimeout` takes are chained, an

@@ -1,6 +1,6 @@
 // createMutex: option checks, tryAcquire, acquire with backoff, run, holder.
 import type { Backend } from "./backend.ts";
-import { jitter, linkedSignal, now, sleep } from "./clock.ts";
+import { jitter, linkedSignal, MAX_DELAY, now, sleep } from "./clock.ts";
 import {
   createElection,
   type Health,
@@ -105,7 +105,6 @@ export interface Mutex {
 }
 
 const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
-const MAX_TIMER = 2_147_483_647;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 function check(ok: boolean, Err: typeof TypeError | typeof RangeError, message: string): void {
@@ -156,9 +155,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without // or a . or .. segment`,
   );
   check(
-    Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_TIMER,
+    Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_DELAY,
     RangeError,
-    `ttl must be an integer number of ms from 10 to ${MAX_TIMER}, got ${String(ttl)}`,
+    `ttl must be an integer number of ms from 10 to ${MAX_DELAY}, got ${String(ttl)}`,
   );
   const range = backend.ttlRange;
   check(
@@ -173,9 +172,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     `stopMargin must be a number of ms ≥ 0 and < ttl / 2 (${ttl / 2}), got ${String(stopMargin)}`,
   );
   check(
-    isNumber(retryDelay) && retryDelay >= 0 && retryDelay <= MAX_TIMER,
+    isNumber(retryDelay) && retryDelay >= 0 && retryDelay <= MAX_DELAY,
     RangeError,
-    `retryDelay must be a number of ms from 0 to ${MAX_TIMER}, got ${String(retryDelay)}`,
+    `retryDelay must be a number of ms from 0 to ${MAX_DELAY}, got ${String(retryDelay)}`,
   );
   check(typeof renew === "boolean", TypeError, "renew must be a boolean");
   const owner = options.owner ?? crypto.randomUUID();

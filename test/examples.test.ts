@@ -10,7 +10,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
@@ -18,6 +17,7 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { upstash as upstashBackend } from "../src/backends/upstash.ts";
 import { createMutex } from "../src/index.ts";
 import { killAll } from "./servers/children.ts";
+import { listenLoopback } from "./servers/listen.ts";
 import { COMPATIBILITY_DATE, scheduled } from "./smoke/run-workerd.ts";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
@@ -198,8 +198,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       req.resume();
       setTimeout(() => res.end("ok"), 500);
     });
-    await new Promise<void>((r) => receiver.listen(0, "127.0.0.1", r));
-    const reportUrl = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/reports`;
+    const reportUrl = `${await listenLoopback(receiver)}/reports`;
     const mf = new Miniflare({
       modules: true,
       script: await bundle(`examples/cloudflare/${main}`, "neutral"),

@@ -7,13 +7,13 @@
 //   Every operation ends within its time bound with a correct result or a typed LockError
 //   (isLockError), and nothing but a well-formed success is ever taken as an acquisition.
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { azureBlob } from "../src/backends/azure-blob.ts";
 import { memory } from "../src/backends/memory.ts";
 import { upstash } from "../src/backends/upstash.ts";
 import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../src/index.ts";
+import { listenLoopback } from "./servers/listen.ts";
 
 const TOKEN = "property-TOKEN-5f0c1e2d";
 const NUM_RUNS = Number(process.env.LEASEHOLD_PROPERTY_RUNS ?? 60);
@@ -491,8 +491,7 @@ describe("upstash: random answers from a real HTTP server", () => {
         }, reply.delay);
       });
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    url = await listenLoopback(server);
   });
   afterAll(async () => {
     server.closeAllConnections();

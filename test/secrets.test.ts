@@ -6,12 +6,12 @@
 // everything printed, in every test file) lives in test/setup-secrets.ts; the last test here
 // proves that it is active when vitest.config.ts lists it in setupFiles.
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { azureBlob } from "../src/backends/azure-blob.ts";
 import { upstash } from "../src/backends/upstash.ts";
 import { createMutex, type FetchLike, isLockError } from "../src/index.ts";
 import { fakeEntraToken, nodeFetch } from "./servers/azurite.ts";
+import { listenLoopback } from "./servers/listen.ts";
 import { checkNoSecrets, registerSecret, secretStats } from "./setup-secrets.ts";
 
 const { url, token } = inject("upstash");
@@ -41,8 +41,7 @@ beforeAll(async () => {
       res.end(page);
     });
   });
-  await new Promise<void>((r) => echo.listen(0, "127.0.0.1", () => r()));
-  echoUrl = `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
+  echoUrl = await listenLoopback(echo);
 });
 afterAll(async () => {
   echo.closeAllConnections();

@@ -15,7 +15,8 @@ import {
   type Server,
   type ServerResponse,
 } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import type { Socket } from "node:net";
+import { listenLoopback } from "./listen.ts";
 
 /** What the proxy can do to one request. */
 export type Fault =
@@ -365,13 +366,7 @@ export function startFaultProxy(target: string, rule?: FaultRule | RandomFaults)
       s.on("error", () => {});
       s.once("close", () => sockets.delete(s));
     });
-    const url = new Promise<string>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as AddressInfo;
-        resolve(`http://127.0.0.1:${port}${basePath}`);
-      });
-    });
+    const url = listenLoopback(server).then((origin) => `${origin}${basePath}`);
     servers.set(id, { server, url });
     return url;
   };

@@ -7,7 +7,7 @@
 // `Upstash-Encoding: base64` encodes every string except the status OK. It also sends an
 // `upstash-sync-token` header like the real service. It counts requests for round-trip tests.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenLoopback } from "./listen.ts";
 import { connectResp, RedisReplyError, type Reply, type RespConnection, Status } from "./resp.ts";
 
 /** Request counts since start or the last {@link UpstashBridge.resetStats}. */
@@ -177,14 +177,10 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
   const server = createServer((req, res) => {
     handle(req, res).catch(() => res.destroy());
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const url = await listenLoopback(server);
   let stopped: Promise<void> | undefined;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     token,
     stats: () => ({ ...stats, paths: { ...stats.paths } }),
     resetStats: () => {

@@ -1,7 +1,7 @@
 // Tiny loopback HTTP servers that misbehave on purpose (a proxy's 502 page, a reply cut short, a
 // request that never gets an answer): faults the real bridge and redis-server cannot produce.
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenLoopback } from "./listen.ts";
 
 export interface FaultServer {
   /** `http://127.0.0.1:<port>` */
@@ -23,14 +23,10 @@ export async function startFaultServer(
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => handler(req, res, Buffer.concat(chunks).toString("utf8")));
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as AddressInfo;
+  const url = await listenLoopback(server);
   let stopped: Promise<void> | undefined;
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     get requests() {
       return requests;
     },
