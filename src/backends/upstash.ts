@@ -7,10 +7,18 @@
  * never expires so tokens keep increasing across holders. The braces are a Redis hash tag: both
  * keys of a name live in one slot, as a multi-key script needs on a cluster.
  *
- * Upstash replicates asynchronously. The scripts are writes, so they run on the primary; a
- * failover that loses the last writes can let a second holder in while the first still runs,
- * and can set the fence counter back, so a token can repeat. Treat Upstash locks as efficiency
- * locks (no duplicate work) unless the fenced resource survives such a failover on its own.
+ * Upstash replicates asynchronously. The acquire, renew and release scripts are writes, so they
+ * run on the primary; a failover that loses the last writes can let a second holder in while the
+ * first still runs, and can set the fence counter back, so a token can repeat. A database with
+ * eviction on can do the same by evicting either key: keep eviction off (the default). Treat
+ * Upstash locks as efficiency locks (no duplicate work) unless the fenced resource survives such
+ * a loss on its own. Each backend remembers the highest token it has seen per lock name (the
+ * last 4 096 names) and refuses a lease whose token is not higher, so a counter that went back is
+ * an error rather than a repeated token, as far as this backend instance can tell.
+ *
+ * `inspect` (behind `holder()` and `leasehold status`) runs its script with `EVAL_RO`, so a
+ * read-only token can use it. Upstash's plan limits (`ERR max daily request limit exceeded`,
+ * `ERR max request size exceeded`, ...) are non-retryable errors.
  *
  * @example From the environment (Node, Bun, Deno)
  * ```ts
@@ -30,7 +38,10 @@ import { redact, send } from "../http.ts";
 export interface UpstashOptions {
   /** The database's REST URL (`UPSTASH_REDIS_REST_URL`), `https://…` (or `http://` for local servers). */
   url: string;
-  /** The REST token (`UPSTASH_REDIS_REST_TOKEN`). A read-only token cannot take locks. */
+  /**
+   * The REST token (`UPSTASH_REDIS_REST_TOKEN`). A read-only token can only inspect (`holder()`,
+   * `leasehold status`); taking, renewing and releasing locks fails with `ERR_BACKEND_AUTH`.
+   */
   token: string;
   /** The `fetch` to use. Default: the global `fetch`. */
   fetch?: FetchLike;
@@ -47,13 +58,13 @@ export type UpstashEnv = object;
 const NAME = "upstash";
 
 // KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
-// Free: bump the fence and set the lock. Already ours (a retried acquire): extend and keep the
-// token. Taken: return the holder's value and PTTL.
+// Free: bump the fence, set the lock and return {1, token}. Already ours (a retried acquire):
+// extend and return {2, token}, the same token. Taken: return the holder's value and PTTL.
 const ACQUIRE = `local v=redis.call("GET",KEYS[1])
 if v then
 if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
 redis.call("PEXPIRE",KEYS[1],ARGV[2])
-return {1,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
+return {2,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
 end
 return {0,v,redis.call("PTTL",KEYS[1])}
 end
@@ -71,7 +82,7 @@ const RELEASE = `local v=redis.call("GET",KEYS[1])
 if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
-// KEYS[1] lock. nil when free, else the value and its PTTL.
+// KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: run with EVAL_RO.
 const INSPECT = `local v=redis.call("GET",KEYS[1])
 if not v then return nil end
 return {v,redis.call("PTTL",KEYS[1])}`;
@@ -81,6 +92,15 @@ function parseValue(value: string): { owner: string; token: number } | null {
   const token = m ? Number(m[1]) : Number.NaN;
   return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
 }
+
+/** How many lock names a backend remembers the highest token of (least recently seen dropped). */
+const SEEN_KEYS = 4_096;
+
+const LIMIT_HINT =
+  ": a limit of the Upstash database or plan; leasehold does not retry it (see the database's usage and limits in the Upstash console)";
+
+const READ_ONLY_HINT =
+  ": the token is read-only (or restricted). A read-only token can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
 
 function check(ok: boolean, message: string): void {
   if (!ok) throw new TypeError(`[leasehold] [upstash] ${message}`);
@@ -134,15 +154,27 @@ export function upstash(options: UpstashOptions): Backend {
   // median ms EVAL vs EVALSHA: acquire 0.437 vs 0.433, renew 0.421 vs 0.418, release 0.415 vs
   // 0.413, inspect 0.410 vs 0.411. EVALSHA saves ~160 request bytes and < 1 % of the time; EVAL
   // is always exactly one round trip (no NOSCRIPT detour after a failover or SCRIPT FLUSH), needs
-  // no SHA-1, and is less code. Redis caches the compiled script either way.
-  async function evaluate(
-    script: string,
-    keys: string[],
-    args: (string | number)[],
+  // no SHA-1, and is less code. Redis caches the compiled script either way. (inspect runs its
+  // script with EVAL_RO, below; the measurement above was with EVAL.)
+
+  /**
+   * One request to `path` ("" for a command, "pipeline"); the parsed JSON of a 200 answer without
+   * `error`. `hint` is appended to a NOPERM message.
+   */
+  async function call(
+    path: string,
+    command: unknown[],
     signal: AbortSignal | undefined,
+    hint = "",
   ): Promise<unknown> {
-    const body = JSON.stringify(["EVAL", script, keys.length, ...keys, ...args]);
-    const reply = await send(NAME, fetchFn, endpoint, { method: "POST", headers, body, signal }, secrets);
+    const body = JSON.stringify(command);
+    const reply = await send(
+      NAME,
+      fetchFn,
+      endpoint + path,
+      { method: "POST", headers, body, signal },
+      secrets,
+    );
     const { status } = reply;
     if (status === 401 || status === 403) {
       throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
@@ -166,24 +198,84 @@ export function upstash(options: UpstashOptions): Backend {
     }
     const error = typeof json === "object" && json !== null ? (json as { error?: unknown }).error : undefined;
     if (typeof error === "string" || status !== 200) {
-      const text = typeof error === "string" ? redact(error, secrets) : "";
-      // Redis' own transient states are worth another try; so are 5xx, 408 and 429.
-      const transient = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY)\b/.test(text);
-      const message = status === 200 ? text : text ? `${text} (HTTP ${status})` : `HTTP ${status}`;
-      throw new BackendError(message, {
-        backend: NAME,
-        status,
-        retryable: status >= 500 || status === 408 || status === 429 || transient,
-        auth: text.startsWith("NOPERM"),
-      });
+      throw failure(status, typeof error === "string" ? error : "", hint);
     }
-    if (typeof json !== "object" || json === null || !("result" in json)) throw malformed(json, status);
+    return json;
+  }
+
+  /** The error for an answer `{"error": text}` (or no text) with this status. */
+  function failure(status: number, error: string, hint = ""): BackendError {
+    const text = redact(error, secrets);
+    // Upstash's plan and size limits: another try cannot help before the limit resets or the
+    // plan changes, whatever the status (a 429 included).
+    const limit = /^ERR (max .+ exceeded|DB capacity quota exceeded)/i.test(text);
+    // Redis' own transient states are worth another try; so are 5xx, 408 and 429.
+    const transient = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY)\b/.test(text);
+    const auth = text.startsWith("NOPERM");
+    const http = status === 200 ? "" : ` (HTTP ${status})`;
+    const why = limit ? LIMIT_HINT : auth ? hint : "";
+    return new BackendError(text ? text + http + why : `HTTP ${status}`, {
+      backend: NAME,
+      status,
+      retryable: !limit && (status >= 500 || status === 408 || status === 429 || transient),
+      auth,
+    });
+  }
+
+  function result(json: unknown): unknown {
+    if (typeof json !== "object" || json === null || !("result" in json)) throw malformed(json);
     return (json as { result: unknown }).result;
   }
 
-  function malformed(result: unknown, status = 200): BackendError {
+  // The three writing scripts; NOPERM here means a token without write rights.
+  const evaluate = async (script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) =>
+    result(await call("", ["EVAL", script, keys.length, ...keys, ...args], signal, READ_ONLY_HINT));
+
+  function malformed(result: unknown): BackendError {
     const text = redact(JSON.stringify(result) ?? String(result), secrets).slice(0, 120);
-    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status, retryable: true });
+    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status: 200, retryable: true });
+  }
+
+  // inspect reads with EVAL_RO. If the token may not run it (an ACL of read commands only:
+  // Redis puts EVAL_RO in @scripting, not @read) or the server does not know it (Redis < 7),
+  // inspect reads with GET and PTTL in one pipeline from then on: one round trip, not atomic,
+  // which a read that is advisory anyway can afford.
+  let plainReads = false;
+  async function read(k: string, signal: AbortSignal | undefined): Promise<unknown> {
+    if (!plainReads) {
+      try {
+        return result(await call("", ["EVAL_RO", INSPECT, 1, k], signal));
+      } catch (error) {
+        if (!(error instanceof BackendError && /\] (NOPERM|ERR unknown command)/.test(error.message)))
+          throw error;
+        plainReads = true;
+      }
+    }
+    const json = await call(
+      "pipeline",
+      [
+        ["GET", k],
+        ["PTTL", k],
+      ],
+      signal,
+    );
+    if (!Array.isArray(json) || json.length !== 2) throw malformed(json);
+    const [value, pttl] = json.map((entry: { error?: unknown }) => {
+      if (typeof entry?.error === "string") throw failure(200, entry.error);
+      return result(entry);
+    });
+    return value === null ? null : [value, pttl];
+  }
+
+  // The highest token seen per lock name (from acquire and inspect), most recent names last.
+  const seen = new Map<string, number>();
+  /** Records `token` for `key` and returns the highest token seen before, if any. */
+  function see(key: string, token: number): number | undefined {
+    const before = seen.get(key);
+    seen.delete(key);
+    seen.set(key, Math.max(before ?? 0, token));
+    if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
+    return before;
   }
 
   const lockKey = (key: string) => `${prefix}{${key}}`;
@@ -203,7 +295,26 @@ export function upstash(options: UpstashOptions): Backend {
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
       const k = lockKey(key);
       const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
-      if (Array.isArray(r) && r[0] === 1 && r.length === 2 && Number.isSafeInteger(r[1]) && r[1] > 0) {
+      if (
+        Array.isArray(r) &&
+        (r[0] === 1 || r[0] === 2) &&
+        r.length === 2 &&
+        Number.isSafeInteger(r[1]) &&
+        r[1] > 0
+      ) {
+        const before = see(key, r[1]);
+        // A fresh token (1; 2 is a retried acquire keeping its token) must exceed all seen before.
+        if (r[0] === 1 && before !== undefined && r[1] <= before) {
+          await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
+          throw new BackendError(
+            `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${before}, got ${r[1]}): the ` +
+              `database lost ${k}:fence, by eviction (turn Eviction off for this database in the Upstash ` +
+              "console) or by a failover or flush that lost writes. The lease was not granted and the lock " +
+              `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
+              `${k}:fence ${before}), or use a new lock name.`,
+            { backend: NAME, retryable: false },
+          );
+        }
         return { ok: true, token: r[1] };
       }
       if (
@@ -215,7 +326,10 @@ export function upstash(options: UpstashOptions): Backend {
       ) {
         const holder = parseValue(r[1]);
         const result: AcquireResult = { ok: false };
-        if (holder) result.holder = holder;
+        if (holder) {
+          see(key, holder.token);
+          result.holder = holder;
+        }
         if (r[2] > 0) result.retryAfter = r[2];
         return result;
       }
@@ -234,7 +348,7 @@ export function upstash(options: UpstashOptions): Backend {
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {
-      const r = await evaluate(INSPECT, [lockKey(key)], [], signal);
+      const r = await read(lockKey(key), signal);
       if (r === null) return null;
       if (Array.isArray(r) && r.length === 2 && typeof r[0] === "string" && typeof r[1] === "number") {
         const holder = parseValue(r[0]);
@@ -244,6 +358,7 @@ export function upstash(options: UpstashOptions): Backend {
             retryable: false,
           });
         }
+        see(key, holder.token);
         return r[1] > 0 ? { ...holder, ttlLeft: r[1] } : holder;
       }
       throw malformed(r);
