@@ -91,13 +91,17 @@ describe("azure-blob on Azurite", () => {
     const first = nonce();
     const a = await b.acquire({ key: "job", owner: "worker-1", nonce: first, ttl });
     expect(a).toEqual({ ok: true, token: 1 });
-    // First use: the lease 404s (no container), container and blob are created, then lease + fence + owner.
+    // First use: lease + HEAD 404 (no container), container and blob are created, then lease +
+    // HEAD, then fence + owner (a new blob has no owner yet).
     expect(c.take().sort()).toEqual(
-      ["PUT lease", "PUT container", "PUT blob", "PUT lease", "PUT properties", "PUT metadata"].sort(),
+      [
+        ...["PUT lease", "HEAD blob", "PUT container", "PUT blob"],
+        ...["PUT lease", "HEAD blob", "PUT properties", "PUT metadata"],
+      ].sort(),
     );
 
     expect(await b.acquire({ key: "job", owner: "worker-2", nonce: nonce(), ttl })).toEqual({ ok: false });
-    expect(c.take()).toEqual(["PUT lease"]); // contended: 1 request
+    expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip, 2 requests
 
     expect(await b.renew({ key: "job", nonce: first, ttl })).toBe(true);
     expect(c.take()).toEqual(["PUT lease"]);
@@ -110,7 +114,7 @@ describe("azure-blob on Azurite", () => {
     expect(await b.inspect("job")).toBeNull();
     c.take();
 
-    // Steady state: 3 requests in 2 round trips (the fence and owner writes go out together).
+    // Steady state, a new owner: 4 requests in 2 round trips (lease + HEAD, then fence + owner).
     const second = nonce();
     expect(await b.acquire({ key: "job", owner: "worker-2", nonce: second, ttl: 20_001 })).toEqual({
       ok: true,
@@ -118,6 +122,7 @@ describe("azure-blob on Azurite", () => {
     });
     const sent = c.log.splice(0);
     expect(sent.map((r) => `${r.method} ${r.kind}`).sort()).toEqual([
+      "HEAD blob",
       "PUT lease",
       "PUT metadata",
       "PUT properties",
@@ -128,6 +133,16 @@ describe("azure-blob on Azurite", () => {
     expect(acquireHeaders["x-ms-proposed-lease-id"]).toBe(second);
     expect(acquireHeaders.authorization).toMatch(/^SharedKey devstoreaccount1:[A-Za-z0-9+/]+=*$/);
     await b.release({ key: "job", nonce: second });
+    c.take();
+
+    // The same owner again: 3 requests in 2 round trips, no metadata write (no blob version).
+    const third = nonce();
+    expect(await b.acquire({ key: "job", owner: "worker-2", nonce: third, ttl })).toEqual({
+      ok: true,
+      token: 3,
+    });
+    expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease", "PUT properties"]);
+    await b.release({ key: "job", nonce: third });
   });
 
   it("shows the official SDK a leased page blob with our token and owner, then an available one", async () => {

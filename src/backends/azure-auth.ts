@@ -210,10 +210,6 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
   };
 }
 
-/**
- * Bearer (Microsoft Entra ID): `Authorization: Bearer <token>` from `credential.getToken`, cached
- * until 2 minutes before it expires; concurrent requests share one refresh.
- */
 /** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */
 function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -224,6 +220,11 @@ function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   });
 }
 
+/**
+ * Bearer (Microsoft Entra ID): `Authorization: Bearer <token>` from `credential.getToken`, cached
+ * until 2 minutes before it expires; concurrent requests share one refresh. A token with
+ * characters a header cannot carry is refused (a TypeError that does not quote it).
+ */
 export function bearerAuth(credential: TokenCredentialLike): Auth {
   if (typeof credential?.getToken !== "function") {
     fail("options.credential must have a getToken(scopes) method, like @azure/identity's credentials");
@@ -243,6 +244,13 @@ export function bearerAuth(credential: TokenCredentialLike): Auth {
         const got = await (signal ? untilAborted(pending, signal) : pending);
         if (!got || typeof got.token !== "string" || got.token === "") {
           throw new TypeError("[leasehold] [azure-blob] options.credential.getToken returned no token");
+        }
+        // A token that cannot be a header value (CR/LF, control or non-ASCII characters) would
+        // make fetch throw "invalid header value", which may quote it: refuse it here, unquoted.
+        if (!/^[\x20-\x7e]+$/.test(got.token)) {
+          throw new TypeError(
+            "[leasehold] [azure-blob] options.credential.getToken returned a token that cannot be sent as a header value (characters outside visible ASCII and space)",
+          );
         }
         cached = got;
         if (!secrets.includes(got.token)) secrets.splice(0, secrets.length, ...secrets.slice(-3), got.token);

@@ -3,11 +3,16 @@
  * REST API over `fetch` only (SharedKey signed with WebCrypto, SAS or bearer tokens), so it runs
  * on Node, Bun, Deno and Cloudflare Workers with no dependency.
  *
- * Each lock is a zero-length page blob named `prefix + name`. Acquire takes a blob lease with the
- * nonce as its id, then, under that lease, increments the page blob's sequence number (the
- * fencing token, returned by the same call) while writing the owner to the blob's metadata
- * (`owner`, percent-encoded). Both writes go out together, so an acquire costs two round trips
- * (three requests); renew and release cost one, `inspect` one HEAD.
+ * Each lock is a zero-length blob named `prefix + name`: a page blob where the account allows
+ * it, else a block blob (`blobType`). Acquire takes a blob lease with the nonce as its id while
+ * reading the blob (HEAD: type, ETag, owner, counter), then fences under that lease:
+ *
+ * - page blob: increments the sequence number (the fencing token, returned by the same call),
+ *   and writes the owner to the metadata (`owner`, percent-encoded) only when it changed;
+ * - block blob: writes `fence` = counter + 1 and `owner` to the metadata with `If-Match` on the
+ *   ETag read, so the counter only ever grows.
+ *
+ * Either way an acquire costs two round trips; renew and release cost one, `inspect` one HEAD.
  *
  * @module
  */
@@ -40,6 +45,15 @@ export interface AzureBlobCommonOptions {
    * Default `false`: a missing container is a non-retryable {@link BackendError}.
    */
   createContainer?: boolean;
+  /**
+   * The type of blob a new lock is created as. `"page"`: the fencing token is the page blob's
+   * sequence number. `"block"`: a counter in the blob's metadata, for accounts without page
+   * blobs (Data Lake Storage Gen2 with hierarchical namespace, premium block blob accounts).
+   * Default (unset): page blobs, switching this backend to block blobs as soon as the account
+   * refuses a page blob. A lock blob that already exists is used as the type it is, whatever
+   * this says, so backends with different settings agree on one fence per name.
+   */
+  blobType?: "page" | "block";
   /** The `fetch` to send requests with. Default: the global `fetch`. */
   fetch?: FetchLike;
 }
@@ -153,10 +167,28 @@ function errorCode(r: HttpReply): string {
   return /^[A-Za-z0-9]{1,64}$/.test(code) ? code : "";
 }
 
-/** The blob's sequence number (the fencing token): decimal digits only, else NaN. */
-function sequenceNumber(r: HttpReply): number {
-  const value = r.header("x-ms-blob-sequence-number") ?? "";
+/** A decimal header value (a fencing token): digits only, else NaN. */
+function decimal(r: HttpReply, name: string): number {
+  const value = r.header(name) ?? "";
   return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+}
+
+/** What a HEAD says about a lock blob: its type, ETag, owner (as stored) and fencing counter. */
+interface BlobState {
+  page: boolean;
+  etag: string;
+  owner: string | null;
+  /** Page blob: the sequence number. Block blob: the `fence` metadata, 0 when absent. NaN if malformed. */
+  counter: number;
+}
+
+function blobState(r: HttpReply): BlobState {
+  const page = r.header("x-ms-blob-type") === "PageBlob";
+  const counter =
+    page || r.header("x-ms-meta-fence") !== null
+      ? decimal(r, page ? "x-ms-blob-sequence-number" : "x-ms-meta-fence")
+      : 0;
+  return { page, etag: r.header("etag") ?? "", owner: r.header("x-ms-meta-owner"), counter };
 }
 
 /** A lease answer that means "someone else's lease, or none of ours". */
@@ -165,20 +197,50 @@ function notOurs(r: HttpReply): boolean {
 }
 
 /**
+ * A write under our lease refused because the lease is no longer ours: taken over, broken or
+ * expired. Azure answers 412 (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
+ * some versions and emulators 409; both mean "not ours", never a failure. 404: deleted meanwhile.
+ */
+function leaseGone(r: HttpReply): boolean {
+  return r.status === 404 || ((r.status === 409 || r.status === 412) && errorCode(r).startsWith("Lease"));
+}
+
+/**
+ * Put Blob's answers when the account does not take that blob type, with the account kind
+ * that gives them. Data Lake Storage Gen2 (hierarchical namespace) refuses page blobs with 409
+ * FeatureNotYetSupportedForHierarchicalNamespaceAccounts; a premium block blob account
+ * (BlockBlobStorage) refuses them with 400 BlobTypeNotSupported ("Page blob is not supported for
+ * this account type"); a premium page blob account refuses block blobs with 400
+ * BlobTypeNotSupported.
+ */
+function refusedBy(r: HttpReply, page: boolean): string | undefined {
+  if (r.status !== 400 && r.status !== 409) return undefined;
+  const code = errorCode(r);
+  if (page && code === "FeatureNotYetSupportedForHierarchicalNamespaceAccounts") {
+    return "a Data Lake Storage Gen2 account (hierarchical namespace)";
+  }
+  if (code !== "BlobTypeNotSupported") return undefined;
+  return page ? "a premium block blob account (BlockBlobStorage)" : "a premium page blob account";
+}
+
+/**
  * An Azure Blob lease backend for {@link createMutex}. Lock `name` lives in the blob
  * `prefix + name` of `container`; the ttl must be 15–60 s (`ttlRange`), Azure's lease range, and
  * is sent as `ceil(ttl / 1000)` seconds. A renewal keeps the duration set at acquire.
  *
- * Requests per operation: acquire 2 round trips (lease, then the fence and owner writes in
- * parallel; 3 requests), plus container and blob creation the first time; a contended acquire 1;
- * renew 1; release 1; inspect 1. A contended acquire does not report the holder or a
- * `retryAfter` (Azure's lease answer carries neither).
+ * Requests per operation (round trips, requests): acquire 2 RT — the lease and a HEAD together,
+ * then the fence: a page blob 3 requests when the owner is the same as last time, 4 when it
+ * changed (the owner write goes with the fence); a block blob 3. Plus the container and the blob
+ * the first time, and one more HEAD + write when another holder changed the blob between our
+ * HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
+ * A contended acquire does not report the holder or a `retryAfter`.
  *
- * Options are checked here: a missing or invalid `container`, no or several credential forms,
- * a malformed connection string, key or SAS throw a `TypeError` that names the option and never
- * quotes the secret.
+ * Options are checked here: a missing or invalid `container` or `blobType`, no or several
+ * credential forms, a malformed connection string, key or SAS throw a `TypeError` that names
+ * the option and never quotes the secret. An account that refuses the blob type asked for is a
+ * non-retryable {@link BackendError} naming the account kind.
  *
- * @param options The container, one credential form, and `prefix`, `createContainer`, `fetch`.
+ * @param options The container, one credential form, and `prefix`, `createContainer`, `blobType`, `fetch`.
  * @returns A {@link Backend} named `"azure-blob"` with `ttlRange` `[15_000, 60_000]`.
  *
  * @example Connection string
@@ -276,6 +338,13 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   if (typeof prefix !== "string") typeError("options.prefix must be a string");
   if (prefix !== "") blobPath(`${prefix}x`);
   const createContainer = o.createContainer === true;
+  if (o.blobType !== undefined && o.blobType !== "page" && o.blobType !== "block") {
+    typeError('options.blobType must be "page" or "block", or left unset to choose automatically');
+  }
+  const fixedType = o.blobType as "page" | "block" | undefined;
+  // The type new lock blobs are created as; unset blobType starts with page and switches once.
+  let createPage = fixedType !== "block";
+  let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
   const fetchFn = (o.fetch as FetchLike | undefined) ?? ((url, init) => fetch(url, init));
   const containerUrl = `${account}/${container}`;
   const { secrets } = auth;
@@ -291,7 +360,10 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
     let req: { url: string; headers: Record<string, string> };
     try {
-      req = await auth.authorize(method, url, { ...headers, "x-ms-version": VERSION }, signal);
+      // Every PUT here is body-less. Azure answers 411 to a PUT without Content-Length, and a
+      // custom fetch may not add it: set it explicitly (SharedKey signs "0" as an empty line).
+      const length: Record<string, string> = method === "PUT" ? { "content-length": "0" } : {};
+      req = await auth.authorize(method, url, { ...headers, ...length, "x-ms-version": VERSION }, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const cause = scrub(error, secrets);
@@ -345,22 +417,146 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     } else if (code !== "BlobNotFound") {
       return;
     }
+    const page = createPage;
     const r = await call(
       "create blob",
       "PUT",
       path,
       "",
-      { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" },
+      page
+        ? { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" }
+        : { "x-ms-blob-type": "BlockBlob", "if-none-match": "*" },
       signal,
     );
-    if (r.status === 201 || r.status === 409 || r.status === 412) return;
-    if (r.status === 404 && errorCode(r) === "ContainerNotFound")
-      return create(key, path, "ContainerNotFound", signal);
-    throw failure("create blob for", key, r);
+    const rc = errorCode(r);
+    // Only these mean "it is there already" (made by a contender, maybe leased by now). Any
+    // other 409 is a failure with its code: an account refusing the type, a policy, ...
+    if (
+      r.status === 201 ||
+      (r.status === 409 && rc === "BlobAlreadyExists") ||
+      (r.status === 412 && (rc === "ConditionNotMet" || rc.startsWith("Lease")))
+    ) {
+      return;
+    }
+    if (r.status === 404 && rc === "ContainerNotFound") return create(key, path, "ContainerNotFound", signal);
+    const kind = refusedBy(r, page);
+    if (kind === undefined) throw failure("create blob for", key, r);
+    const refusal = `HTTP ${r.status} ${rc}: ${kind}`;
+    if (page && fixedType === undefined) {
+      pageRefusal = refusal;
+      createPage = false; // this account has no page blobs: block blobs from now on
+      return create(key, path, code, signal);
+    }
+    throw new BackendError(
+      `create blob for ${JSON.stringify(key)}: ${
+        fixedType === "page"
+          ? `the storage account refuses page blobs (${refusal}); use blobType "block", or leave blobType unset to switch automatically`
+          : fixedType === "block"
+            ? `the storage account refuses block blobs (${refusal}); use blobType "page", or leave blobType unset`
+            : `the storage account refuses page blobs (${pageRefusal}) and block blobs (${refusal}); use a general-purpose v2 account (with or without hierarchical namespace) or a premium block blob account`
+      }`,
+      { backend: NAME, status: r.status, retryable: false },
+    );
   }
 
   function lease(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<HttpReply> {
     return call("lease", "PUT", path, "comp=lease", headers, signal);
+  }
+
+  function read(path: string, signal: AbortSignal | undefined): Promise<HttpReply> {
+    return call("read", "HEAD", path, "", {}, signal);
+  }
+
+  /** Gives a lease back in the background: the caller's time bound must not wait for it. */
+  function giveBack(path: string, nonce: string): void {
+    lease(path, { "x-ms-lease-action": "release", "x-ms-lease-id": nonce }, AbortSignal.timeout(5_000)).catch(
+      () => {},
+    );
+  }
+
+  /**
+   * The fence step of acquire, under our lease `nonce`: the token, or null when the lease is not
+   * ours any more. `state` comes from the HEAD sent with the lease and may predate the lease, so
+   * every write that relies on it is conditional on its ETag; 412 ConditionNotMet means another
+   * holder wrote in between, and we read again (now under our lease, so nobody else can write)
+   * and write again. The fence follows the existing blob's type, whatever `blobType` says.
+   */
+  async function fence(
+    key: string,
+    path: string,
+    nonce: string,
+    owner: string,
+    state: BlobState | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<number | null> {
+    const write = (op: string, query: string, h: Record<string, string>) =>
+      call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal).then((r) => [op, r] as const);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      if (state === undefined) {
+        const h = await read(path, signal);
+        if (h.status === 404) return null;
+        if (h.status !== 200) throw failure("read", key, h);
+        state = blobState(h);
+      }
+      let token: number;
+      let replies: (readonly [string, HttpReply])[];
+      if (state.page) {
+        // Page blob: the token is the sequence number, incremented by Set Blob Properties, which
+        // makes no blob version on an account with versioning. Set Blob Metadata does make one,
+        // so the owner is written only when it changed; when it did not, the increment is
+        // conditional on the HEAD's ETag, so an owner written by someone else since is caught.
+        const same = state.owner === owner && state.etag !== "";
+        replies = await Promise.all([
+          write("fence", "comp=properties", {
+            "x-ms-sequence-number-action": "increment",
+            ...(same ? { "if-match": state.etag } : {}),
+          }),
+          ...(same ? [] : [write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner })]),
+        ]);
+        token = decimal(replies[0]![1], "x-ms-blob-sequence-number");
+      } else {
+        // Block blob: counter + 1 and the owner in one metadata write, conditional on the ETag
+        // the counter was read with, so the counter never goes back nor repeats.
+        token = state.counter + 1;
+        if (!Number.isSafeInteger(token) || state.etag === "") {
+          throw new BackendError(
+            `fence ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,
+            {
+              backend: NAME,
+              status: 200,
+              retryable: true,
+            },
+          );
+        }
+        replies = [
+          await write("fence", "comp=metadata", {
+            "if-match": state.etag,
+            "x-ms-meta-fence": String(token),
+            "x-ms-meta-owner": owner,
+          }),
+        ];
+      }
+      if (replies.some(([, r]) => leaseGone(r))) return null;
+      const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
+      const bad = replies.find(([, r]) => r.status !== 200 && !stale(r));
+      if (bad) throw failure(bad[0], key, bad[1]);
+      if (replies.some(([, r]) => stale(r))) {
+        state = undefined;
+        continue;
+      }
+      if (!(Number.isSafeInteger(token) && token > 0)) {
+        throw new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
+          backend: NAME,
+          status: 200,
+          retryable: true,
+        });
+      }
+      return token;
+    }
+    throw new BackendError(`fence ${JSON.stringify(key)}: the blob kept changing under our lease`, {
+      backend: NAME,
+      retryable: true,
+    });
   }
 
   return {
@@ -384,50 +580,31 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         "x-ms-lease-duration": String(Math.ceil(ttl / 1000)),
         "x-ms-proposed-lease-id": nonce,
       };
+      let state: BlobState | undefined;
       for (let attempt = 0; ; attempt++) {
-        const r = await lease(path, headers, signal);
-        if (r.status === 201 || r.status === 200) break;
-        if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
-        if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
-        await create(key, path, errorCode(r), signal);
-      }
-      // The lease is ours: fence and owner. On any failure give the lease back before reporting.
-      const write = (op: string, query: string, h: Record<string, string>): Promise<HttpReply> =>
-        call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal);
-      const [fence, meta] = await Promise.allSettled([
-        write("fence", "comp=properties", { "x-ms-sequence-number-action": "increment" }),
-        write("owner", "comp=metadata", { "x-ms-meta-owner": ownerValue }),
-      ]);
-      let problem: unknown;
-      let lost = false;
-      for (const [op, s] of [
-        ["fence", fence],
-        ["set owner of", meta],
-      ] as const) {
-        if (problem !== undefined) break;
-        if (s.status === "rejected") problem = s.reason;
-        else if (s.value.status !== 200) {
-          // 412 LeaseIdMismatch/LeaseNotPresent/LeaseLost: it expired or was broken meanwhile.
-          if (s.value.status === 412 && /^Lease/.test(errorCode(s.value))) lost = true;
-          else problem = failure(op, key, s.value);
+        // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the
+        // lease is ours the HEAD still describes the blob, unless another holder wrote it between
+        // the two: the fence step's If-Match catches that.
+        const [r, head] = await Promise.allSettled([lease(path, headers, signal), read(path, signal)]);
+        if (r.status === "rejected") throw r.reason;
+        if (r.value.status === 201 || r.value.status === 200) {
+          if (head.status === "fulfilled" && head.value.status === 200) state = blobState(head.value);
+          break;
         }
+        if (r.value.status === 409 && errorCode(r.value).startsWith("Lease")) return { ok: false };
+        if (r.value.status !== 404 || attempt === 2) throw failure("acquire", key, r.value);
+        await create(key, path, errorCode(r.value), signal);
       }
-      const token = fence.status === "fulfilled" ? sequenceNumber(fence.value) : Number.NaN;
-      if (problem === undefined && !lost && !(Number.isSafeInteger(token) && token > 0)) {
-        problem = new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
-          backend: NAME,
-          status: 200,
-          retryable: true,
-        });
+      // The lease is ours. On any failure, and when it turns out lost, give it back.
+      let token: number | null;
+      try {
+        token = await fence(key, path, nonce, ownerValue, state, signal);
+      } catch (error) {
+        giveBack(path, nonce);
+        throw error;
       }
-      if (problem === undefined && !lost) return { ok: true, token };
-      // Give the lease back in the background: the caller's time bound must not wait for it.
-      lease(
-        path,
-        { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
-        AbortSignal.timeout(5_000),
-      ).catch(() => {});
-      if (problem !== undefined) throw problem;
+      if (token !== null) return { ok: true, token };
+      giveBack(path, nonce);
       return { ok: false };
     },
 
@@ -466,8 +643,8 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       try {
         owner = decodeURIComponent(raw);
       } catch {}
-      const token = sequenceNumber(r);
-      return { owner, token: Number.isSafeInteger(token) ? token : 0 };
+      const { counter } = blobState(r);
+      return { owner, token: Number.isSafeInteger(counter) ? counter : 0 };
     },
   };
 }
