@@ -19,7 +19,14 @@ import type { FetchLike } from "../src/backend.ts";
 import { stringToSign } from "../src/backends/azure-auth.ts";
 import { type AzureBlobOptions, azureBlob, type TokenCredentialLike } from "../src/backends/azure-blob.ts";
 import { createMutex } from "../src/index.ts";
+import {
+  type AccountAnswer,
+  type AccountRequest,
+  exactHeadersFetch,
+  startAccountProxy,
+} from "./servers/azure-account.ts";
 import { fakeEntraToken, freePort, nodeFetch } from "./servers/azurite.ts";
+import { registerSecret } from "./setup-secrets.ts";
 
 const az = inject("azurite");
 const ttl = 15_000;
@@ -765,5 +772,395 @@ describe("azure-blob on Azurite", () => {
     expect(host).toBe(
       "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:Mon, 01 Jan 2024 00:00:00 GMT\nx-ms-lease-action:renew\nx-ms-version:2024-11-04\n/acct/locks/a%20b\ncomp:lease",
     );
+  });
+
+  // Issue 12: real accounts. Azurite is a general-purpose v2 account with page blobs; the answers
+  // it cannot give (a Data Lake Gen2 or premium account refusing a blob type, a 411 for a PUT
+  // without Content-Length, a 409 from a write by a lease taken over) come from an answering
+  // proxy in front of it (test/servers/azure-account.ts) or a fetch wrapper, as each test says.
+  describe("real accounts", () => {
+    const createsPage = (r: AccountRequest) =>
+      r.method === "PUT" && !r.url.includes("comp=") && r.headers["x-ms-blob-type"] === "PageBlob";
+    const createsBlock = (r: AccountRequest) =>
+      r.method === "PUT" && !r.url.includes("comp=") && r.headers["x-ms-blob-type"] === "BlockBlob";
+    const HNS = { status: 409, code: "FeatureNotYetSupportedForHierarchicalNamespaceAccounts" };
+    const TYPE = { status: 400, code: "BlobTypeNotSupported" };
+
+    /** A backend on a fresh container behind a proxy whose `rule` plays the account. */
+    async function account(
+      rule: (r: AccountRequest) => AccountAnswer | undefined,
+      extra: Partial<AzureBlobOptions> = {},
+    ) {
+      const proxy = await startAccountProxy(az.accountUrl, { rule });
+      const container = await newContainer();
+      const c = counting();
+      const b = keyed(container, { accountUrl: proxy.accountUrl, fetch: c.fetch, ...extra });
+      return { proxy, container, c, b };
+    }
+
+    /** The error of one acquire on an account played by `rule`, and the requests the proxy saw. */
+    async function refusal(
+      rule: (r: AccountRequest) => AccountAnswer | undefined,
+      extra: Partial<AzureBlobOptions> = {},
+    ) {
+      const { proxy, b } = await account(rule, extra);
+      try {
+        const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+        return { e, requests: proxy.requests };
+      } finally {
+        await proxy.stop();
+      }
+    }
+
+    it("a Data Lake Gen2 account's 409 to a page blob switches this backend to block blobs", async () => {
+      const { proxy, container, c, b } = await account((r) => (createsPage(r) ? HNS : undefined));
+      try {
+        const first = nonce();
+        expect(await b.acquire({ key: "a", owner: "o1", nonce: first, ttl })).toEqual({ ok: true, token: 1 });
+        // Page refused once, then a block blob; the fence is the metadata counter.
+        expect(proxy.requests.filter(createsPage)).toHaveLength(1);
+        expect(proxy.requests.filter(createsBlock)).toHaveLength(1);
+        const props = await sdk.getContainerClient(container).getBlobClient("a").getProperties();
+        expect(props.blobType).toBe("BlockBlob");
+        expect(props.metadata).toEqual({ fence: "1", owner: "o1" });
+        expect(await b.inspect("a")).toEqual({ owner: "o1", token: 1 });
+        await b.release({ key: "a", nonce: first });
+        // The next lock name is made as a block blob straight away.
+        proxy.requests.length = 0;
+        const second = nonce();
+        expect((await b.acquire({ key: "b", owner: "o1", nonce: second, ttl })).ok).toBe(true);
+        expect(proxy.requests.filter(createsPage)).toHaveLength(0);
+        await b.release({ key: "b", nonce: second });
+        c.take();
+      } finally {
+        await proxy.stop();
+      }
+    });
+
+    it("a premium block blob account's 400 BlobTypeNotSupported switches to block blobs too", async () => {
+      const { proxy, container, b } = await account((r) => (createsPage(r) ? TYPE : undefined));
+      try {
+        const id = nonce();
+        expect(await b.acquire({ key: "k", owner: "o", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+        const props = await sdk.getContainerClient(container).getBlobClient("k").getProperties();
+        expect(props.blobType).toBe("BlockBlob");
+        await b.release({ key: "k", nonce: id });
+      } finally {
+        await proxy.stop();
+      }
+    });
+
+    it('blobType "page" on an account without page blobs is a clear non-retryable error', async () => {
+      for (const [answer, kind] of [
+        [HNS, "Data Lake Storage Gen2 account (hierarchical namespace)"],
+        [TYPE, "premium block blob account (BlockBlobStorage)"],
+      ] as const) {
+        const { e, requests } = await refusal((r) => (createsPage(r) ? answer : undefined), {
+          blobType: "page",
+        });
+        expect(e.name).toBe("BackendError");
+        expect(e.code).toBe("ERR_BACKEND");
+        expect(e.retryable).toBe(false);
+        expect(e.status).toBe(answer.status);
+        expect(e.message).toContain(`refuses page blobs (HTTP ${answer.status} ${answer.code}: a ${kind})`);
+        expect(e.message).toContain('use blobType "block"');
+        expect(requests.filter(createsBlock)).toHaveLength(0); // no silent switch
+      }
+    });
+
+    it('blobType "block" on a premium page blob account, and an account refusing both, name the account kind', async () => {
+      const pageOnly = await refusal((r) => (createsBlock(r) ? TYPE : undefined), { blobType: "block" });
+      expect(pageOnly.e.retryable).toBe(false);
+      expect(pageOnly.e.message).toContain(
+        "refuses block blobs (HTTP 400 BlobTypeNotSupported: a premium page blob account)",
+      );
+      expect(pageOnly.e.message).toContain('use blobType "page"');
+      const neither = await refusal((r) => (createsPage(r) ? HNS : createsBlock(r) ? TYPE : undefined));
+      expect(neither.e.retryable).toBe(false);
+      expect(neither.e.message).toContain(
+        "refuses page blobs (HTTP 409 FeatureNotYetSupportedForHierarchicalNamespaceAccounts: a Data Lake Storage Gen2 account (hierarchical namespace)) and block blobs (HTTP 400 BlobTypeNotSupported: a premium page blob account)",
+      );
+      expect(neither.e.message).toContain("general-purpose v2");
+    });
+
+    it("only 409 BlobAlreadyExists means the blob exists: another 409 is a failure with its code", async () => {
+      const { e, requests } = await refusal((r) =>
+        createsPage(r) ? { status: 409, code: "ContainerBeingDeleted" } : undefined,
+      );
+      expect(e.message).toContain('create blob for "k" failed: HTTP 409 ContainerBeingDeleted');
+      expect(e.retryable).toBe(false);
+      expect(requests.filter(createsPage)).toHaveLength(1); // no three rounds of BlobNotFound
+    });
+
+    it("block mode: 2 round trips per acquire, tokens strictly increase across holders and backends", async () => {
+      const container = await newContainer();
+      const c = counting();
+      const one = keyed(container, { blobType: "block", fetch: c.fetch });
+      const two = azureBlob({ connectionString: az.connectionString, container, blobType: "block" });
+      const first = nonce();
+      expect(await one.acquire({ key: "job", owner: "w1", nonce: first, ttl })).toEqual({
+        ok: true,
+        token: 1,
+      });
+      expect(c.take().sort()).toEqual([
+        "HEAD blob",
+        "HEAD blob",
+        "PUT blob",
+        "PUT lease",
+        "PUT lease",
+        "PUT metadata",
+      ]);
+      expect(await one.acquire({ key: "job", owner: "w2", nonce: nonce(), ttl })).toEqual({ ok: false });
+      expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip
+      expect(await one.renew({ key: "job", nonce: first, ttl })).toBe(true);
+      expect(c.take()).toEqual(["PUT lease"]);
+      expect(await one.inspect("job")).toEqual({ owner: "w1", token: 1 });
+      expect(c.take()).toEqual(["HEAD blob"]);
+      await one.release({ key: "job", nonce: first });
+      expect(c.take()).toEqual(["PUT lease"]);
+      let last = 1;
+      for (let i = 0; i < 6; i++) {
+        const b = i % 2 === 0 ? one : two;
+        const id = nonce();
+        const r = await b.acquire({ key: "job", owner: `w${i % 3}`, nonce: id, ttl });
+        if (!r.ok) throw new Error("not acquired");
+        expect(r.token).toBe(last + 1);
+        last = r.token;
+        if (b === one) {
+          // Steady state: lease + HEAD, then one conditional metadata write (counter and owner).
+          const sent = c.log.splice(0);
+          expect(sent.map((s) => `${s.method} ${s.kind}`).sort()).toEqual([
+            "HEAD blob",
+            "PUT lease",
+            "PUT metadata",
+          ]);
+          const write = sent.find((s) => s.kind === "metadata")!.headers;
+          expect(write["if-match"]).toMatch(/^"0x[0-9A-F]+"$/);
+          expect(write["x-ms-lease-id"]).toBe(id);
+          expect(write["x-ms-meta-fence"]).toBe(String(r.token));
+        }
+        expect(await (b === one ? two : one).inspect("job")).toEqual({ owner: `w${i % 3}`, token: r.token });
+        await b.release({ key: "job", nonce: id });
+        c.take();
+      }
+      const props = await sdk.getContainerClient(container).getBlobClient("job").getProperties();
+      expect(props.blobType).toBe("BlockBlob");
+      expect(props.metadata?.fence).toBe(String(last));
+    });
+
+    /**
+     * A fetch for backend X that holds X's lease request until X's HEAD has answered and
+     * `meanwhile` has run: another holder writes the blob between X's HEAD and X's lease.
+     */
+    function interleaved(meanwhile: () => Promise<void>) {
+      let headDone: () => void = () => {};
+      const headSeen = new Promise<void>((r) => (headDone = r));
+      let once = true;
+      return counting(async (url, init) => {
+        if (init.method === "HEAD") {
+          const res = await fetch(url, init);
+          headDone();
+          return res;
+        }
+        if (once && url.includes("comp=lease") && init.headers["x-ms-lease-action"] === "acquire") {
+          once = false;
+          await headSeen;
+          await meanwhile();
+        }
+        return fetch(url, init);
+      });
+    }
+
+    it("block mode: a write between our HEAD and our lease fails If-Match; we re-read under the lease", async () => {
+      const container = await newContainer();
+      const other = keyed(container, { blobType: "block" });
+      const id0 = nonce();
+      await other.acquire({ key: "race", owner: "first", nonce: id0, ttl });
+      await other.release({ key: "race", nonce: id0 });
+      let between = 0;
+      const c = interleaved(async () => {
+        const id = nonce();
+        const r = await other.acquire({ key: "race", owner: "between", nonce: id, ttl });
+        between = r.ok ? r.token : -1;
+        await other.release({ key: "race", nonce: id });
+      });
+      const b = keyed(container, { blobType: "block", fetch: c.fetch });
+      const r = await b.acquire({ key: "race", owner: "late", nonce: nonce(), ttl });
+      expect(between).toBe(2);
+      expect(r).toEqual({ ok: true, token: 3 }); // not 2 again
+      // lease + HEAD, metadata (412 ConditionNotMet), HEAD again, metadata.
+      expect(c.take().sort()).toEqual([
+        "HEAD blob",
+        "HEAD blob",
+        "PUT lease",
+        "PUT metadata",
+        "PUT metadata",
+      ]);
+      expect(await b.inspect("race")).toEqual({ owner: "late", token: 3 });
+    });
+
+    it("page and block meet: a backend uses the existing blob's type and its fence", async () => {
+      const container = await newContainer();
+      const page = keyed(container, { blobType: "page" });
+      const block = keyed(container, { blobType: "block" });
+      const blobs = sdk.getContainerClient(container);
+      // A block blob made in block mode, then taken by a page-mode backend: the metadata counter.
+      // A page blob made in page mode, then taken by a block-mode backend: the sequence number.
+      for (const [key, maker, taker, type] of [
+        ["made-block", block, page, "BlockBlob"],
+        ["made-page", page, block, "PageBlob"],
+      ] as const) {
+        let last = 0;
+        for (let i = 0; i < 6; i++) {
+          const b = i % 2 === 0 ? maker : taker;
+          const id = nonce();
+          const r = await b.acquire({ key, owner: `h${i}`, nonce: id, ttl });
+          if (!r.ok) throw new Error("not acquired");
+          expect(r.token).toBe(last + 1);
+          last = r.token;
+          expect(await taker.inspect(key)).toEqual({ owner: `h${i}`, token: r.token });
+          await b.release({ key, nonce: id });
+        }
+        const props = await blobs.getBlobClient(key).getProperties();
+        expect(props.blobType).toBe(type);
+        if (type === "PageBlob") {
+          expect(props.blobSequenceNumber).toBe(last);
+          expect(props.metadata?.fence).toBeUndefined();
+        } else {
+          expect(props.metadata?.fence).toBe(String(last));
+        }
+      }
+    });
+
+    // Blob versioning: Azurite keeps no versions, so what is tested is the cause of them: a Set
+    // Blob Metadata request. (Set Blob Properties, the sequence-number increment, makes no
+    // version of a page blob per Microsoft's versioning docs; Set Blob Metadata does.)
+    it("page mode: a re-acquire by the same owner sends no metadata write; another owner's write in between is caught", async () => {
+      const container = await newContainer();
+      const c = counting();
+      const b = keyed(container, { fetch: c.fetch });
+      for (let i = 1; i <= 3; i++) {
+        const id = nonce();
+        expect(await b.acquire({ key: "v", owner: "same", nonce: id, ttl })).toEqual({ ok: true, token: i });
+        await b.release({ key: "v", nonce: id });
+        const sent = c.take();
+        expect(sent.filter((s) => s === "PUT metadata")).toHaveLength(i === 1 ? 1 : 0);
+      }
+      // The fence of a same-owner acquire is conditional on the HEAD's ETag.
+      const other = keyed(container);
+      const x = interleaved(async () => {
+        const id = nonce();
+        await other.acquire({ key: "v", owner: "intruder", nonce: id, ttl });
+        await other.release({ key: "v", nonce: id });
+      });
+      const late = keyed(container, { fetch: x.fetch });
+      expect(await late.acquire({ key: "v", owner: "same", nonce: nonce(), ttl })).toEqual({
+        ok: true,
+        token: 5,
+      });
+      // lease + HEAD (owner "same"), fence with If-Match (412), HEAD (owner "intruder"), fence + owner.
+      expect(x.take().sort()).toEqual([
+        "HEAD blob",
+        "HEAD blob",
+        "PUT lease",
+        "PUT metadata",
+        "PUT properties",
+        "PUT properties",
+      ]);
+      expect(await late.inspect("v")).toEqual({ owner: "same", token: 5 });
+    });
+
+    it("every body-less PUT carries Content-Length: 0 and still signs right (a proxy answers 411 without it)", async () => {
+      // exactHeadersFetch sends only the headers leasehold gives it; the proxy answers like real
+      // Azure (411) to a PUT without Content-Length, and passes the rest to Azurite, which checks
+      // the SharedKey signature.
+      const proxy = await startAccountProxy(az.accountUrl, { requireContentLength: true });
+      try {
+        for (const blobType of ["page", "block"] as const) {
+          const c = counting(exactHeadersFetch());
+          const b = keyed(`t-${uid()}`, {
+            accountUrl: proxy.accountUrl,
+            createContainer: true,
+            blobType,
+            fetch: c.fetch,
+          });
+          const id = nonce();
+          for (const owner of ["a", "b"]) {
+            const r = await b.acquire({ key: "k", owner, nonce: id, ttl });
+            expect(r.ok).toBe(true);
+            expect(await b.renew({ key: "k", nonce: id, ttl })).toBe(true);
+            await b.release({ key: "k", nonce: id });
+          }
+          const puts = c.log.filter((r) => r.method === "PUT");
+          expect(new Set(puts.map((r) => r.kind))).toEqual(
+            new Set([
+              "container",
+              "blob",
+              "lease",
+              "metadata",
+              ...(blobType === "page" ? ["properties"] : []),
+            ]),
+          );
+          expect(puts.every((r) => r.headers["content-length"] === "0")).toBe(true);
+        }
+        expect(proxy.requests.every((r) => r.method !== "PUT" || r.headers["content-length"] === "0")).toBe(
+          true,
+        );
+      } finally {
+        await proxy.stop();
+      }
+    });
+
+    it("a fence write refused with 409 or 412 Lease* (lease taken over) is a lost lease, given back", async () => {
+      // Azurite answers 412 here; real Azure may answer 409. The reply is replaced by a mock.
+      for (const blobType of ["page", "block"] as const) {
+        for (const status of [409, 412]) {
+          const container = await newContainer();
+          const b = keyed(container, {
+            blobType,
+            fetch: async (url, init) => {
+              if (/comp=(properties|metadata)/.test(url)) {
+                return {
+                  status,
+                  headers: {
+                    get: (n: string) => (n === "x-ms-error-code" ? "LeaseIdMismatchWithBlobOperation" : null),
+                  },
+                  text: async () => "",
+                };
+              }
+              return fetch(url, init);
+            },
+          });
+          expect(await b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl })).toEqual({ ok: false });
+          // Given back in the background: the lock becomes free.
+          await expect.poll(() => b.inspect("k")).toBeNull();
+        }
+      }
+    });
+
+    it("a bearer token a header cannot carry is ERR_BACKEND_AUTH, not retryable, never quoted, never sent", async () => {
+      for (const token of [
+        "eyJhbGciOiJSUzI1NiJ9.abc\r\nx-evil: 1",
+        "eyJhbGciOiJSUzI1NiJ9.t\u00f6ken-value",
+        "tab\there-token",
+      ]) {
+        registerSecret(token);
+        const c = counting();
+        const b = azureBlob({
+          accountUrl: az.accountUrl,
+          container: "locks",
+          fetch: c.fetch,
+          credential: { getToken: async () => ({ token, expiresOnTimestamp: Date.now() + 3_600_000 }) },
+        });
+        const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
+        expect(e.name).toBe("BackendError");
+        expect(e.code).toBe("ERR_BACKEND_AUTH");
+        expect(e.retryable).toBe(false);
+        expect(e.message).toContain("cannot be sent as a header value");
+        expect(exposed(e)).not.toContain(token);
+        expect(exposed(e)).not.toContain(token.split(/[\r\n\t\u00f6]/).at(-1)!);
+        expect(c.log).toEqual([]);
+      }
+    });
   });
 });
