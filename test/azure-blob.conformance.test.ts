@@ -1,4 +1,5 @@
-// The backend conformance suite against Azurite, once per credential form. The blocks run
+// The backend conformance suite against Azurite, once per credential form and once with block
+// blobs (the fence in metadata instead of the page blob's sequence number). The blocks run
 // concurrently (each check uses its own lock name) since Azure's minimum ttl makes the expiry checks
 // wait about 15 s each.
 import {
@@ -42,6 +43,24 @@ describe.concurrent("azure-blob conformance", () => {
             accountKey: az.accountKey,
             container: "conformance-sharedkey",
             createContainer: true,
+          }),
+      },
+    );
+  });
+
+  describe('block blobs (blobType: "block", for accounts without page blobs)', () => {
+    testBackend(
+      { describe, it },
+      {
+        ttl,
+        backend: () =>
+          azureBlob({
+            accountUrl: az.accountUrl,
+            accountName: az.accountName,
+            accountKey: az.accountKey,
+            container: "conformance-block",
+            createContainer: true,
+            blobType: "block",
           }),
       },
     );
