@@ -1,13 +1,15 @@
 // The upstash backend against a real redis-server behind the Upstash REST bridge (see
 // test/setup/upstash.ts). Keys are read back with the official @upstash/redis client. Lock
 // names are unique per test, so files running in parallel on the shared server do not meet.
+import { spawn } from "node:child_process";
 import { inspect as nodeInspect } from "node:util";
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { fromEnv, upstash } from "../src/backends/upstash.ts";
-import { BackendError, createMutex, isLockError } from "../src/index.ts";
+import { BackendError, createMutex, isLockError, LockTimeoutError } from "../src/index.ts";
 import { type RedisServer, startRedis } from "./servers/redis.ts";
 import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
+import { registerSecret } from "./setup-secrets.ts";
 
 const ctx = inject("upstash");
 const backend = upstash({ url: ctx.url, token: ctx.token });
@@ -16,6 +18,14 @@ const unique = () => `t-${crypto.randomUUID()}`;
 const lockKey = (name: string) => `leasehold:{${name}}`;
 const fenceKey = (name: string) => `leasehold:{${name}}:fence`;
 const nonce = () => crypto.randomUUID();
+
+/** acquire, renew, release and inspect of fresh names through `b`. */
+const everyCall = (b: typeof backend) => [
+  () => b.acquire({ key: unique(), owner: "a", nonce: nonce(), ttl: 1_000 }),
+  () => b.renew({ key: unique(), nonce: nonce(), ttl: 1_000 }),
+  () => b.release({ key: unique(), nonce: nonce() }),
+  () => b.inspect(unique()),
+];
 
 /** Everything an error exposes: message, stack, cause chain, own properties. */
 const dump = (e: unknown) => `${String(e)}\n${(e as Error)?.stack}\n${nodeInspect(e, { depth: 10 })}`;
@@ -265,12 +275,7 @@ describe("authentication", () => {
   it("a wrong token is ERR_BACKEND_AUTH, not retryable, and the token appears nowhere", async () => {
     const wrong = "wrong-token-AAAAbbbbCCCC1234";
     const b = upstash({ url: ctx.url, token: wrong });
-    for (const call of [
-      () => b.acquire({ key: unique(), owner: "a", nonce: nonce(), ttl: 1_000 }),
-      () => b.renew({ key: unique(), nonce: nonce(), ttl: 1_000 }),
-      () => b.release({ key: unique(), nonce: nonce() }),
-      () => b.inspect(unique()),
-    ]) {
+    for (const call of everyCall(b)) {
       const error = await call().catch((e) => e);
       expect(isLockError(error)).toBe(true);
       expect(error).toMatchObject({
@@ -290,5 +295,310 @@ describe("authentication", () => {
     const started = performance.now();
     await expect(mutex.acquire({ timeout: 10_000 })).rejects.toMatchObject({ code: "ERR_BACKEND_AUTH" });
     expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
+// What a real Upstash account adds to the emulator (issue 12): eviction or a failover that sets
+// the fencing counter back, read-only tokens, and the plan's limit errors.
+const readOnly = upstash({ url: ctx.url, token: ctx.readOnlyToken });
+registerSecret(ctx.readOnlyToken);
+
+/** Takes and frees `name` `times` times through `b`; returns the last token. */
+async function cycle(b: typeof backend, name: string, times: number): Promise<number> {
+  let token = 0;
+  for (let i = 0; i < times; i++) {
+    const n = nonce();
+    const r = await b.acquire({ key: name, owner: "cycle", nonce: n, ttl: 5_000 });
+    if (!r.ok) throw new Error("lock taken");
+    token = r.token;
+    await b.release({ key: name, nonce: n });
+  }
+  return token;
+}
+
+describe("a fencing counter that goes back (eviction, a failover that lost writes, a flush)", () => {
+  it("the acquire is refused with a non-retryable error, and the lock it took is freed", async () => {
+    const name = unique();
+    expect(await cycle(backend, name, 2)).toBe(2);
+    // What eviction of the fence key does: the counter starts again at 1.
+    expect(await sdk.del(fenceKey(name))).toBe(1);
+    const error = await backend
+      .acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })
+      .catch((e) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: false, backend: "upstash" });
+    expect(error.message).toMatch(/fencing counter of lock "t-[^"]+" went back \(seen 2, got 1\)/);
+    expect(error.message).toMatch(/eviction/);
+    expect(error.message).toMatch(/failover/);
+    expect(error.message).toContain(`SET ${fenceKey(name)} 2`);
+    expect(await sdk.exists(lockKey(name))).toBe(0);
+    expect(dump(error)).not.toContain(ctx.token);
+    // Each refused attempt still counts up; once past the old tokens, leases are granted again.
+    await expect(backend.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })).rejects.toThrow(
+      /seen 2, got 2/,
+    );
+    expect(await backend.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })).toMatchObject({
+      ok: true,
+      token: 3,
+    });
+  });
+
+  it("mutex.acquire fails at once with that error, not with a timeout after retries", async () => {
+    const name = unique();
+    const mutex = createMutex(backend, { name, ttl: 5_000 });
+    const lease = await mutex.acquire();
+    await lease.release();
+    await sdk.del(fenceKey(name));
+    const started = performance.now();
+    const error = await mutex.acquire({ timeout: 5_000 }).catch((e) => e);
+    expect(error).not.toBeInstanceOf(LockTimeoutError);
+    expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", retryable: false });
+    expect(error.message).toMatch(/went back \(seen 1, got 1\)/);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(await mutex.holder()).toBeNull();
+  });
+
+  it("tokens seen through inspect and through a taken lock count too", async () => {
+    const name = unique();
+    const other = upstash({ url: ctx.url, token: ctx.token });
+    expect(await cycle(other, name, 3)).toBe(3);
+    const n = nonce();
+    expect(await other.acquire({ key: name, owner: "b", nonce: n, ttl: 5_000 })).toMatchObject({ token: 4 });
+    // This backend never acquired the name: it sees token 4 by inspect, and 4 as the holder.
+    expect(await backend.inspect(name)).toMatchObject({ owner: "b", token: 4 });
+    const viaInspect = upstash({ url: ctx.url, token: ctx.token });
+    await viaInspect.inspect(name);
+    const viaHolder = upstash({ url: ctx.url, token: ctx.token });
+    expect(await viaHolder.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).toMatchObject({
+      ok: false,
+      holder: { token: 4 },
+    });
+    await other.release({ key: name, nonce: n });
+    await sdk.del(fenceKey(name));
+    for (const b of [viaInspect, viaHolder]) {
+      await expect(b.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).rejects.toThrow(
+        /went back \(seen 4, got [12]\)/,
+      );
+    }
+  });
+
+  it("answers to concurrent calls that come back first do not count against an acquire already sent", async () => {
+    // The winner's answer (token 5) is held back; meanwhile a loser is told the holder has
+    // token 5, and an inspect sees a later holder with token 6. Neither was seen before the
+    // winner's request left, so neither makes its token 5 a counter that went back.
+    let letGo = () => {};
+    const held = new Promise<void>((resolve) => (letGo = resolve));
+    const reply = (result: unknown) => new Response(JSON.stringify({ result }));
+    const fake = upstash({
+      url: "https://fake.invalid",
+      token: "fake-token-0123456789",
+      fetch: async (_url, init) => {
+        const command = JSON.parse(init.body ?? "[]");
+        if (command[0] === "EVAL_RO") return reply(["n2|6|later", 1_000]);
+        if (command[7] === "winner") return held.then(() => reply([1, 5]));
+        return reply([0, "n1|5|winner", 1_000]);
+      },
+    });
+    const take = (owner: string) => fake.acquire({ key: "k", owner, nonce: nonce(), ttl: 1_000 });
+    const winner = take("winner");
+    expect(await take("loser")).toMatchObject({ ok: false, holder: { token: 5 } });
+    expect(await fake.inspect("k")).toMatchObject({ token: 6 });
+    letGo();
+    expect(await winner).toEqual({ ok: true, token: 5 });
+    // Seen before it was sent, 6 does count against the next acquire.
+    await expect(take("winner")).rejects.toThrow(/went back \(seen 6, got 5\)/);
+  });
+
+  it("the memory is bounded: the least recently seen of more than 4 096 names is forgotten", async () => {
+    // A fetch that answers every acquire as granted with the next token of a shared counter, so
+    // 4 097 names cost no network; the fence "goes back" for name "first" by answering 1 again.
+    let next = 1;
+    let reply = () => next++;
+    const fake = upstash({
+      url: "https://fake.invalid",
+      token: "fake-token-0123456789",
+      fetch: async () => new Response(JSON.stringify({ result: [1, reply()] })),
+    });
+    const take = (key: string) => fake.acquire({ key, owner: "o", nonce: nonce(), ttl: 1_000 });
+    await take("first");
+    for (let i = 0; i < 4_095; i++) await take(`other-${i}`);
+    reply = () => 1;
+    await expect(take("first")).rejects.toThrow(/went back \(seen 1, got 1\)/);
+    // "first" is now the most recent; 4 096 further names push it out.
+    reply = () => next++;
+    for (let i = 0; i < 4_096; i++) await take(`more-${i}`);
+    reply = () => 1;
+    expect(await take("first")).toEqual({ ok: true, token: 1 });
+  });
+});
+
+describe("a read-only token", () => {
+  it("can inspect: backend.inspect and mutex.holder() work, raw strings without base64", async () => {
+    const name = unique();
+    const owner = "émoji 🔒 | owner";
+    const lease = await createMutex(backend, { name, owner, ttl: 5_000, renew: false }).acquire();
+    const seen = await readOnly.inspect(name);
+    expect(seen).toMatchObject({ owner, token: lease.token });
+    expect(seen?.ttlLeft).toBeGreaterThan(0);
+    expect(await createMutex(readOnly, { name }).holder()).toMatchObject({ owner, token: lease.token });
+    await lease.release();
+    expect(await readOnly.inspect(name)).toBeNull();
+  });
+
+  it("acquire, renew and release reject with ERR_BACKEND_AUTH saying the token is read-only", async () => {
+    const name = unique();
+    for (const call of [
+      () => readOnly.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 1_000 }),
+      () => readOnly.renew({ key: name, nonce: nonce(), ttl: 1_000 }),
+      () => readOnly.release({ key: name, nonce: nonce() }),
+    ]) {
+      const error = await call().catch((e) => e);
+      expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND_AUTH", retryable: false });
+      expect(error.message).toMatch(/^\[leasehold\] \[upstash\] NOPERM .*'eval'.*\(HTTP 400\)/);
+      expect(error.message).toMatch(/the token is read-only/);
+      expect(error.message).toMatch(/standard REST token/);
+      expect(dump(error)).not.toContain(ctx.readOnlyToken);
+    }
+    expect(await sdk.exists(lockKey(name), fenceKey(name))).toBe(0);
+    const started = performance.now();
+    await expect(createMutex(readOnly, { name }).acquire({ timeout: 5_000 })).rejects.toMatchObject({
+      code: "ERR_BACKEND_AUTH",
+      message: expect.stringMatching(/read-only/),
+    });
+    expect(performance.now() - started).toBeLessThan(1_000);
+  });
+
+  it("`leasehold status` runs with it (the CLI, as a process)", async () => {
+    const name = unique();
+    const lease = await createMutex(backend, { name, owner: "cli-holder", ttl: 20_000 }).acquire();
+    try {
+      const child = spawn(
+        process.execPath,
+        ["--import", "tsx", "src/cli.ts", "status", "--name", name, "--json"],
+        {
+          env: {
+            PATH: process.env.PATH,
+            UPSTASH_REDIS_REST_URL: ctx.url,
+            UPSTASH_REDIS_REST_TOKEN: ctx.readOnlyToken,
+          },
+          cwd: new URL("..", import.meta.url),
+          stdio: ["ignore", "pipe", "pipe"],
+        },
+      );
+      let out = "";
+      let err = "";
+      child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
+      child.stderr.setEncoding("utf8").on("data", (c: string) => (err += c));
+      const code = await new Promise<number | null>((resolve) => child.once("close", resolve));
+      expect({ code, err }).toEqual({ code: 0, err: "" });
+      expect(JSON.parse(out)).toMatchObject({ name, holder: { owner: "cli-holder", token: lease.token } });
+    } finally {
+      await lease.release();
+    }
+  });
+
+  describe("whose user may run read commands only, not EVAL_RO", () => {
+    let bridge: UpstashBridge;
+    beforeAll(async () => {
+      // Redis puts EVAL_RO in @scripting, not @read: such a user gets NOPERM for it.
+      bridge = await startBridge({ redis: ctx.redisSocket, readOnlyRules: ["+@read"] });
+      registerSecret(bridge.readOnlyToken);
+    });
+    afterAll(() => bridge?.stop());
+
+    it("inspects with GET and PTTL in one pipeline, after one refused EVAL_RO", async () => {
+      const name = unique();
+      const b = upstash({ url: bridge.url, token: bridge.readOnlyToken });
+      const n = nonce();
+      await backend.acquire({ key: name, owner: "p", nonce: n, ttl: 5_000 });
+      bridge.resetStats();
+      const first = await b.inspect(name);
+      expect(first).toMatchObject({ owner: "p", token: 1 });
+      expect(first?.ttlLeft).toBeGreaterThan(0);
+      expect(bridge.stats().paths).toEqual({ "/": 1, "/pipeline": 1 });
+      bridge.resetStats();
+      expect(await b.inspect(name)).toMatchObject({ owner: "p", token: 1 });
+      expect(bridge.stats()).toEqual({ total: 1, paths: { "/pipeline": 1 }, commands: 2 });
+      await backend.release({ key: name, nonce: n });
+      expect(await b.inspect(name)).toBeNull();
+      await expect(b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 1_000 })).rejects.toThrow(
+        /read-only/,
+      );
+    });
+  });
+});
+
+describe("Upstash's limit errors fail at once", () => {
+  // redis-server cannot produce these answers: the bridge fakes them (failWith). Upstash's docs
+  // name the texts (redis/troubleshooting) but not the HTTP status. @upstash/redis reports them
+  // as "<error>, command was: …", which it does only for non-2xx answers, so single commands do
+  // not get 200; the docs give 400 for a failed command, and a rate limit may well be 429. Both
+  // are tested, and 200 as in a pipeline's entries.
+  let bridge: UpstashBridge;
+  beforeAll(async () => {
+    bridge = await startBridge({ redis: ctx.redisSocket });
+  });
+  afterAll(() => bridge?.stop());
+
+  const daily =
+    "ERR max daily request limit exceeded. Limit: 10000, Usage: 10000. See https://upstash.com/docs/redis/troubleshooting/max_daily_request_limit for details";
+  it.each([
+    [429, daily],
+    [400, daily],
+    [429, "ERR max requests limit exceeded."],
+    [400, "ERR max request size exceeded"],
+    [413, "ERR max request size exceeded"],
+    [429, "ERR max concurrent connections exceeded"],
+    [500, "ERR max key size exceeded"],
+    [400, "ERR DB capacity quota exceeded"],
+    [200, "ERR max single record size exceeded"],
+  ])("HTTP %i %j: every operation rejects, not retryable, with the service's text", async (status, text) => {
+    const b = upstash({ url: bridge.url, token: bridge.token });
+    bridge.failWith({ status, error: `${text} (token ${bridge.token})` });
+    registerSecret(bridge.token);
+    try {
+      for (const call of everyCall(b)) {
+        const error = await call().catch((e) => e);
+        expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", status, retryable: false });
+        expect(error.message).toContain(text);
+        expect(error.message).toMatch(/a limit of the Upstash database or plan/);
+        expect(error.message).toContain("[redacted]");
+        expect(dump(error)).not.toContain(bridge.token);
+      }
+    } finally {
+      bridge.failWith(null);
+    }
+  });
+
+  it("mutex.acquire({ timeout }) rejects with the limit error after one request, not a LockTimeoutError", async () => {
+    const mutex = createMutex(upstash({ url: bridge.url, token: bridge.token }), { name: unique() });
+    bridge.failWith({ status: 429, error: daily });
+    bridge.resetStats();
+    try {
+      const started = performance.now();
+      const error = await mutex.acquire({ timeout: 5_000 }).catch((e) => e);
+      expect(error).not.toBeInstanceOf(LockTimeoutError);
+      expect(error).toMatchObject({ name: "BackendError", status: 429, retryable: false });
+      expect(error.message).toContain("ERR max daily request limit exceeded");
+      expect(performance.now() - started).toBeLessThan(1_000);
+      expect(bridge.stats().total).toBe(1);
+    } finally {
+      bridge.failWith(null);
+    }
+  });
+
+  it("other 429s and 5xx stay retryable", async () => {
+    const b = upstash({ url: bridge.url, token: bridge.token });
+    for (const [status, error] of [
+      [429, "Too Many Requests"],
+      [503, "ERR service unavailable"],
+    ] as const) {
+      bridge.failWith({ status, error });
+      try {
+        await expect(b.inspect(unique())).rejects.toMatchObject({ status, retryable: true });
+      } finally {
+        bridge.failWith(null);
+      }
+    }
   });
 });

@@ -269,13 +269,12 @@ export function upstash(options: UpstashOptions): Backend {
 
   // The highest token seen per lock name (from acquire and inspect), most recent names last.
   const seen = new Map<string, number>();
-  /** Records `token` for `key` and returns the highest token seen before, if any. */
-  function see(key: string, token: number): number | undefined {
-    const before = seen.get(key);
+  /** Records `token` for `key`, as its most recently seen name. */
+  function see(key: string, token: number): void {
+    const before = seen.get(key) ?? 0;
     seen.delete(key);
-    seen.set(key, Math.max(before ?? 0, token));
+    seen.set(key, Math.max(before, token));
     if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
-    return before;
   }
 
   const lockKey = (key: string) => `${prefix}{${key}}`;
@@ -294,6 +293,9 @@ export function upstash(options: UpstashOptions): Backend {
 
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
       const k = lockKey(key);
+      // Only tokens seen before this request leaves must be below its token: one seen meanwhile
+      // (a concurrent call's answer) may be this very token, or a later holder's.
+      const floor = seen.get(key);
       const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
       if (
         Array.isArray(r) &&
@@ -302,16 +304,16 @@ export function upstash(options: UpstashOptions): Backend {
         Number.isSafeInteger(r[1]) &&
         r[1] > 0
       ) {
-        const before = see(key, r[1]);
-        // A fresh token (1; 2 is a retried acquire keeping its token) must exceed all seen before.
-        if (r[0] === 1 && before !== undefined && r[1] <= before) {
+        see(key, r[1]);
+        // A fresh token (1; 2 is a retried acquire keeping its token) must exceed the floor.
+        if (r[0] === 1 && floor !== undefined && r[1] <= floor) {
           await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
           throw new BackendError(
-            `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${before}, got ${r[1]}): the ` +
+            `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${r[1]}): the ` +
               `database lost ${k}:fence, by eviction (turn Eviction off for this database in the Upstash ` +
               "console) or by a failover or flush that lost writes. The lease was not granted and the lock " +
               `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-              `${k}:fence ${before}), or use a new lock name.`,
+              `${k}:fence ${floor}), or use a new lock name.`,
             { backend: NAME, retryable: false },
           );
         }

@@ -6,6 +6,9 @@
 // queue); bulk → string, integer → number, nil → null (Lua false too), arrays recursively;
 // `Upstash-Encoding: base64` encodes every string except the status OK. It also sends an
 // `upstash-sync-token` header like the real service. It counts requests for round-trip tests.
+// A second, read-only token runs its commands as a Redis ACL user with read rights only, so
+// redis-server itself answers NOPERM to a write (400 {"error":"NOPERM ..."}, as Upstash answers a
+// command it refuses). `failWith` fakes answers redis-server cannot give (Upstash's plan limits).
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { listenLoopback } from "./listen.ts";
 import { connectResp, RedisReplyError, type Reply, type RespConnection, Status } from "./resp.ts";
@@ -26,9 +29,17 @@ export interface UpstashBridge {
   readonly url: string;
   /** The bearer token it accepts. */
   readonly token: string;
+  /** A second bearer token whose commands run as a Redis user with {@link BridgeOptions.readOnlyRules}. */
+  readonly readOnlyToken: string;
   /** A copy of the request counts. */
   stats(): BridgeStats;
   resetStats(): void;
+  /**
+   * Until called with null, answers every request that carries a valid token with `status` and
+   * `{"error": error}` without running it: for answers redis-server cannot produce, such as
+   * Upstash's `ERR max daily request limit exceeded`.
+   */
+  failWith(answer: { status: number; error: string } | null): void;
   /** Closes the HTTP server (dropping open connections) and every Redis connection. Idempotent. */
   stop(): Promise<void>;
 }
@@ -38,6 +49,13 @@ export interface BridgeOptions {
   redis: string | number;
   /** The bearer token to accept. Default: a random one. */
   token?: string;
+  /** The read-only bearer token to accept. Default: a random one. */
+  readOnlyToken?: string;
+  /**
+   * The Redis ACL command rules of the read-only token's user. Default `["+@read", "+eval_ro",
+   * "+evalsha_ro"]`; `["+@read"]` is a user that may not run read-only scripts either.
+   */
+  readOnlyRules?: string[];
 }
 
 type Json = string | number | null | Json[] | { result?: Json; error?: string };
@@ -80,46 +98,78 @@ function readBody(req: IncomingMessage): Promise<string> {
 /** Starts a bridge on 127.0.0.1 with a free port. */
 export async function startBridge(options: BridgeOptions): Promise<UpstashBridge> {
   const token = options.token ?? `bridge-${crypto.randomUUID()}`;
-  const idle: RespConnection[] = [];
+  const readOnlyToken = options.readOnlyToken ?? `bridge-ro-${crypto.randomUUID()}`;
+  // One ACL user per bridge, so bridges with different rules can share a redis-server.
+  const readOnlyUser = [`bridge-ro-${crypto.randomUUID()}`, crypto.randomUUID()] as const;
+  const idle: Record<"full" | "readOnly", RespConnection[]> = { full: [], readOnly: [] };
   const all = new Set<RespConnection>();
   let stats: BridgeStats = { total: 0, paths: {}, commands: 0 };
   let syncToken = 0;
   let closing = false;
+  let failure: { status: number; error: string } | null = null;
 
-  // A small pool: each HTTP request borrows a connection, so a blocking command or a
+  const admin = await connectResp(options.redis);
+  try {
+    const rules = options.readOnlyRules ?? ["+@read", "+eval_ro", "+evalsha_ro"];
+    const ok = await admin.send([
+      "ACL",
+      "SETUSER",
+      readOnlyUser[0],
+      "reset",
+      "on",
+      `>${readOnlyUser[1]}`,
+      "~*",
+      "&*",
+      ...rules,
+    ]);
+    if (ok instanceof RedisReplyError) throw ok;
+  } finally {
+    admin.close();
+  }
+
+  // Small pools: each HTTP request borrows a connection, so a blocking command or a
   // transaction never holds up another request.
-  async function borrow(): Promise<RespConnection> {
-    for (let c = idle.pop(); c; c = idle.pop()) if (!c.broken) return c;
+  async function borrow(role: "full" | "readOnly"): Promise<RespConnection> {
+    for (let c = idle[role].pop(); c; c = idle[role].pop()) if (!c.broken) return c;
     const c = await connectResp(options.redis);
     all.add(c);
+    if (role === "readOnly") {
+      const ok = await c.send(["AUTH", ...readOnlyUser]);
+      if (ok instanceof RedisReplyError) throw ok;
+    }
     return c;
   }
-  function giveBack(c: RespConnection): void {
-    if (closing || c.broken || idle.length >= 16) {
+  function giveBack(role: "full" | "readOnly", c: RespConnection): void {
+    if (closing || c.broken || idle[role].length >= 16) {
       c.close();
       all.delete(c);
-    } else idle.push(c);
+    } else idle[role].push(c);
   }
 
-  async function run(path: string, body: unknown, base64: boolean): Promise<[number, unknown]> {
+  async function run(
+    role: "full" | "readOnly",
+    path: string,
+    body: unknown,
+    base64: boolean,
+  ): Promise<[number, unknown]> {
     if (path === "/") {
       const command = toCommand(body);
       stats.commands++;
-      const c = await borrow();
+      const c = await borrow(role);
       try {
         const reply = await c.send(command);
         return reply instanceof RedisReplyError
           ? [400, { error: reply.message }]
           : [200, { result: toJson(reply, base64) }];
       } finally {
-        giveBack(c);
+        giveBack(role, c);
       }
     }
     if (!Array.isArray(body) || body.length === 0)
       throw new BadRequest("ERR pipeline must be a non-empty array");
     const commands = body.map(toCommand);
     stats.commands += commands.length;
-    const c = await borrow();
+    const c = await borrow(role);
     try {
       if (path === "/pipeline") {
         const replies = await Promise.all(commands.map((cmd) => c.send(cmd)));
@@ -136,7 +186,7 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
       if (!Array.isArray(replies)) return [400, { error: "ERR transaction aborted" }];
       return [200, replies.map((r) => entry(r, base64))];
     } finally {
-      giveBack(c);
+      giveBack(role, c);
     }
   }
 
@@ -154,7 +204,10 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
       res.end(text);
     };
     const raw = await readBody(req);
-    if (req.headers.authorization !== `Bearer ${token}`) return reply(401, { error: "Unauthorized" });
+    const auth = req.headers.authorization;
+    const role = auth === `Bearer ${token}` ? "full" : auth === `Bearer ${readOnlyToken}` ? "readOnly" : null;
+    if (!role) return reply(401, { error: "Unauthorized" });
+    if (failure) return reply(failure.status, { error: failure.error });
     if (req.method !== "POST") return reply(405, { error: "ERR only POST is supported" });
     if (path !== "/" && path !== "/pipeline" && path !== "/multi-exec")
       return reply(404, { error: `ERR unknown path ${path}` });
@@ -166,7 +219,7 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
     }
     const base64 = String(req.headers["upstash-encoding"] ?? "").toLowerCase() === "base64";
     try {
-      const [status, payload] = await run(path, body, base64);
+      const [status, payload] = await run(role, path, body, base64);
       reply(status, payload);
     } catch (error) {
       if (error instanceof BadRequest) return reply(400, { error: error.message });
@@ -182,6 +235,10 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
   return {
     url,
     token,
+    readOnlyToken,
+    failWith: (answer) => {
+      failure = answer;
+    },
     stats: () => ({ ...stats, paths: { ...stats.paths } }),
     resetStats: () => {
       stats = { total: 0, paths: {}, commands: 0 };
@@ -193,7 +250,8 @@ export async function startBridge(options: BridgeOptions): Promise<UpstashBridge
         server.closeAllConnections();
         for (const c of all) c.close();
         all.clear();
-        idle.length = 0;
+        idle.full.length = 0;
+        idle.readOnly.length = 0;
       });
       return stopped;
     },

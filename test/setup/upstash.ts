@@ -13,6 +13,8 @@ export interface UpstashContext {
   url: string;
   /** The bearer token the shared bridge accepts. */
   token: string;
+  /** The shared bridge's read-only token (a Redis user with read commands and EVAL_RO only). */
+  readOnlyToken: string;
   /** The shared redis-server's unix socket, for `startBridge({ redis: redisSocket })`. */
   redisSocket: string;
   /** The redis-server version, such as "7.0.15". */
@@ -37,6 +39,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("upstash", {
     url: bridge.url,
     token: bridge.token,
+    readOnlyToken: bridge.readOnlyToken,
     redisSocket: redis.socket,
     redisVersion: redis.version,
   });
