@@ -1111,6 +1111,43 @@ describe("azure-blob on Azurite", () => {
       }
     });
 
+    it("a HEAD that does not say the blob type never gives a token from the wrong counter", async () => {
+      // A proxy's page or a cut answer: the HEAD is 200 but has no x-ms-blob-type (mocked by
+      // dropping that header). Taken as a page blob: the sequence number, which a block blob refuses.
+      const container = await newContainer();
+      const untyped: FetchLike = async (url, init) => {
+        const res = await fetch(url, init);
+        if (init.method !== "HEAD") return res;
+        return {
+          ...res,
+          status: res.status,
+          text: () => res.text(),
+          headers: { get: (n: string) => (n === "x-ms-blob-type" ? null : res.headers.get(n)) },
+        };
+      };
+      for (const blobType of ["page", "block"] as const) {
+        const normal = keyed(container, { blobType });
+        for (let i = 0; i < 3; i++) {
+          const id = nonce();
+          await normal.acquire({ key: blobType, owner: "o", nonce: id, ttl });
+          await normal.release({ key: blobType, nonce: id });
+        }
+        const b = keyed(container, { fetch: untyped });
+        const got = await b
+          .acquire({ key: blobType, owner: "o", nonce: nonce(), ttl })
+          .catch((e: Error) => e);
+        if (blobType === "page") expect(got).toEqual({ ok: true, token: 4 });
+        else {
+          expect(got).toBeInstanceOf(Error); // not { ok: true, token: 1 }
+          await expect.poll(() => normal.inspect(blobType)).toBeNull(); // the lease was given back
+          expect(await normal.acquire({ key: blobType, owner: "o", nonce: nonce(), ttl })).toEqual({
+            ok: true,
+            token: 4,
+          });
+        }
+      }
+    });
+
     it("a fence write refused with 409 or 412 Lease* (lease taken over) is a lost lease, given back", async () => {
       // Azurite answers 412 here; real Azure may answer 409. The reply is replaced by a mock.
       for (const blobType of ["page", "block"] as const) {

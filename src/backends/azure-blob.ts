@@ -176,19 +176,35 @@ function decimal(r: HttpReply, name: string): number {
 /** What a HEAD says about a lock blob: its type, ETag, owner (as stored) and fencing counter. */
 interface BlobState {
   page: boolean;
+  /** The HEAD named the type (else `page` is a guess, see {@link blobState}). */
+  known: boolean;
   etag: string;
   owner: string | null;
   /** Page blob: the sequence number. Block blob: the `fence` metadata, 0 when absent. NaN if malformed. */
   counter: number;
 }
 
-function blobState(r: HttpReply): BlobState {
-  const page = r.header("x-ms-blob-type") === "PageBlob";
+/**
+ * Reads a HEAD. Without a known `x-ms-blob-type` (a proxy's page, a truncated answer) it is
+ * undefined, or with `orPage` a page blob with no ETag: the fence then goes to the sequence
+ * number with the owner written, which only a page blob accepts, so it never yields a wrong token.
+ */
+function blobState(r: HttpReply, orPage = false): BlobState | undefined {
+  const type = r.header("x-ms-blob-type");
+  const known = type === "PageBlob" || type === "BlockBlob" || type === "AppendBlob";
+  if (!known && !orPage) return undefined;
+  const page = !known || type === "PageBlob";
   const counter =
     page || r.header("x-ms-meta-fence") !== null
       ? decimal(r, page ? "x-ms-blob-sequence-number" : "x-ms-meta-fence")
       : 0;
-  return { page, etag: r.header("etag") ?? "", owner: r.header("x-ms-meta-owner"), counter };
+  return {
+    page,
+    known,
+    etag: known ? (r.header("etag") ?? "") : "",
+    owner: r.header("x-ms-meta-owner"),
+    counter,
+  };
 }
 
 /** A lease answer that means "someone else's lease, or none of ours". */
@@ -445,7 +461,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     if (page && fixedType === undefined) {
       pageRefusal = refusal;
       createPage = false; // this account has no page blobs: block blobs from now on
-      return create(key, path, code, signal);
+      return create(key, path, "BlobNotFound", signal);
     }
     throw new BackendError(
       `create blob for ${JSON.stringify(key)}: ${
@@ -496,7 +512,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         const h = await read(path, signal);
         if (h.status === 404) return null;
         if (h.status !== 200) throw failure("read", key, h);
-        state = blobState(h);
+        state = blobState(h, true)!;
       }
       let token: number;
       let replies: (readonly [string, HttpReply])[];
@@ -506,13 +522,20 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         // so the owner is written only when it changed; when it did not, the increment is
         // conditional on the HEAD's ETag, so an owner written by someone else since is caught.
         const same = state.owner === owner && state.etag !== "";
-        replies = await Promise.all([
-          write("fence", "comp=properties", {
-            "x-ms-sequence-number-action": "increment",
-            ...(same ? { "if-match": state.etag } : {}),
-          }),
-          ...(same ? [] : [write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner })]),
-        ]);
+        const increment = write("fence", "comp=properties", {
+          "x-ms-sequence-number-action": "increment",
+          ...(same ? { "if-match": state.etag } : {}),
+        });
+        // Set Blob Metadata replaces all metadata. On a blob whose type the HEAD did not name
+        // (maybe a block blob, its counter in the metadata) it waits for the increment, which
+        // only a page blob accepts; on a known page blob both go out together.
+        const setOwner = () => write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner });
+        if (same) replies = [await increment];
+        else if (state.known) replies = await Promise.all([increment, setOwner()]);
+        else {
+          const fenced = await increment;
+          replies = fenced[1].status === 200 ? [fenced, await setOwner()] : [fenced];
+        }
         token = decimal(replies[0]![1], "x-ms-blob-sequence-number");
       } else {
         // Block blob: counter + 1 and the owner in one metadata write, conditional on the ETag
@@ -643,7 +666,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       try {
         owner = decodeURIComponent(raw);
       } catch {}
-      const { counter } = blobState(r);
+      const { counter } = blobState(r, true)!;
       return { owner, token: Number.isSafeInteger(counter) ? counter : 0 };
     },
   };
