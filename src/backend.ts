@@ -59,9 +59,20 @@ export interface Backend {
  */
 export type FetchLike = (
   url: string,
-  init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal },
+  init: {
+    method: string;
+    headers: Record<string, string>;
+    body?: string;
+    signal?: AbortSignal;
+    /** Always `"manual"`: leasehold never follows a redirect. */
+    redirect?: "manual";
+    /** `"no-store"`, unless the runtime refused the field once (old workerd compatibility dates). */
+    cache?: "no-store";
+  },
 ) => Promise<{
   readonly status: number;
   readonly headers: { get(name: string): string | null };
+  /** The body as a stream, so a reply longer than the cap is not read whole. Optional for test doubles. */
+  readonly body?: { getReader(): ReadableStreamDefaultReader<Uint8Array>; cancel(): Promise<void> } | null;
   text(): Promise<string>;
 }>;

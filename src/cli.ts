@@ -6,13 +6,25 @@
  *
  * @module
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { constants, hostname } from "node:os";
+import { spawn } from "node:child_process";
+import { hostname } from "node:os";
 import process from "node:process";
 import type { Backend } from "./backend.ts";
 import { azureBlob } from "./backends/azure-blob.ts";
 import { fromEnv } from "./backends/upstash.ts";
-import { sleep } from "./clock.ts";
+import {
+  type FromWatchdog,
+  GROUP_POLL,
+  groupAlive,
+  killGroup,
+  runWatchdog,
+  signalStatus,
+  type ToWatchdog,
+  WATCHDOG_ARG,
+  watchdogCommand,
+} from "./cli/watchdog.ts";
+import { aborted, sleep } from "./clock.ts";
+import { redact as redactWith } from "./http.ts";
 import { createMutex, isLockError, type Lease } from "./index.ts";
 
 /** Exit statuses; the README's "Command line" section lists the same. */
@@ -80,14 +92,18 @@ Exit status:
 
 Runs the command while holding the lock, like flock(1) across hosts: takes the lock, runs the
 command (stdio inherited, in its own process group) while the lease renews in the background,
-releases the lock when the command exits, and exits with the command's status. Without --wait
-it makes one attempt and exits 75 at once when the lock is taken.
+and when the command exits keeps the lock until every process it left in its group has ended
+too (--children kill stops them instead), then releases it and exits with the command's status.
+Without --wait it makes one attempt and exits 75 at once when the lock is taken.
 
 If the lease is lost while the command runs, the command's process group gets SIGTERM, then
 SIGKILL after --grace ms, and leasehold exits 76. The lease is set up so that this happens
-before the lock can expire on the backend (the grace period is part of its stop margin).
+before the lock can expire on the backend (the grace period is part of its stop margin). A
+watchdog process beside the command holds the same deadline, so this holds even when leasehold
+itself is killed or frozen: without its heartbeats the command is stopped in time.
 SIGINT, SIGTERM and SIGHUP sent to leasehold go to the command (SIGKILL after --grace ms);
-the lock is released once it exited.
+the lock is released once it exited. While waiting, backend failures are reported (at most one
+line every 10 s); a wait that ends while the backend fails exits 69, not 75.
 
 The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its
 environment.
@@ -101,6 +117,9 @@ Options:
                        must leave the lease some margin: grace + min(250, ttl/10) < ttl/2.
   --retry-delay MS     Longest pause between attempts while waiting. Default 1000.
   --owner S            The identity "status" shows. Default <hostname>:<pid>.
+  --children wait|kill What to do with processes the command leaves in its group when it
+                       exits: keep the lock until they end (wait, the default, as flock(1)
+                       does), or stop them (SIGTERM, SIGKILL after --grace ms) and release.
 
 ${COMMON}
 
@@ -116,8 +135,11 @@ leads. Every host runs the same "leasehold lead"; one runs the command, the othe
   - Leadership lost: the command's process group gets SIGTERM, then SIGKILL after --grace ms,
     before the lock can expire on the backend; leasehold campaigns again and starts the
     command again when it leads again.
-  - The command exits on its own (any status): the term ends, the lock is released, and after
-    about --retry-delay ms leasehold campaigns again, so another waiting host may take over.
+  - The command exits on its own (any status): once the processes it left in its group have
+    ended too (or were stopped, with --children kill), the term ends, the lock is released, and
+    after about --retry-delay ms leasehold campaigns again, so another waiting host may take over.
+  - leasehold killed or frozen: a watchdog process beside the command stops it before the lock
+    can expire on the backend.
   - SIGINT, SIGTERM or SIGHUP: stops the command (SIGTERM, then SIGKILL after --grace ms),
     releases the lock so a follower leads within about --retry-delay ms, and exits 0.
 
@@ -131,6 +153,10 @@ Options:
                        grace + min(250, ttl/10) must be < ttl/2.
   --retry-delay MS     Longest pause between campaign attempts. Default 1000.
   --owner S            The identity "status" shows. Default <hostname>:<pid>.
+  --children wait|kill Processes the command leaves in its group when it exits: lead until
+                       they end (wait, the default), or stop them (kill).
+
+Backend failures while campaigning are reported, at most one line every 10 s.
 
 ${COMMON}
 
@@ -158,14 +184,41 @@ class UsageError extends Error {}
 /** Values that must never be printed: tokens, keys, connection strings. */
 const secrets: string[] = [];
 
-function redact(text: string): string {
-  let out = text;
-  for (const s of secrets) if (s.length >= 4) out = out.split(s).join("[redacted]");
-  return out;
+const redact = (text: string): string => redactWith(text, secrets);
+
+// A reader that went away (`2>&1 | logger` after logger exited) must never end supervision: a
+// failed write is dropped, never thrown, and the stream's error event is handled.
+process.stderr.on("error", () => {});
+process.stdout.on("error", () => {});
+
+function write(stream: NodeJS.WriteStream, text: string): void {
+  try {
+    stream.write(text);
+  } catch {
+    // The reader is gone; the message is lost, the supervision goes on.
+  }
 }
 
 function say(message: string): void {
-  process.stderr.write(`leasehold: ${redact(message)}\n`);
+  write(process.stderr, `leasehold: ${redact(message)}\n`);
+}
+
+/**
+ * Reports a failure that is being retried: the first at once, then at most one line every 10 s
+ * with the number of failures since the last line, so a long outage neither floods nor hides.
+ */
+function retryReporter(what: string): (error: unknown) => void {
+  let last = Number.NEGATIVE_INFINITY;
+  let count = 0;
+  return (error) => {
+    count++;
+    if (performance.now() - last < 10_000) return;
+    last = performance.now();
+    say(
+      `${what}: ${messageOf(error)}${count > 1 ? ` (${count} failures since the last report)` : ""}; retrying`,
+    );
+    count = 0;
+  };
 }
 
 /** The message, with its causes' messages (already free of secrets; redacted again by {@link say}). */
@@ -192,6 +245,8 @@ interface Options {
   timeout?: number;
   quiet: boolean;
   json: boolean;
+  /** What happens to processes the command leaves in its group when it exits: wait for them, or stop them. */
+  children: "wait" | "kill";
   argv: string[];
 }
 
@@ -204,6 +259,7 @@ const FLAGS = {
   "--grace": { value: true, in: ["exec", "lead"] },
   "--retry-delay": { value: true, in: ["exec", "lead"] },
   "--owner": { value: true, in: ["exec", "lead"] },
+  "--children": { value: true, in: ["exec", "lead"] },
   "--wait": { value: false, in: ["exec"] },
   "--timeout": { value: true, in: ["exec"] },
   "--quiet": { value: false, in: ["exec"] },
@@ -269,6 +325,10 @@ function parse(args: readonly string[]): Options | { help: string } {
     return v === undefined ? undefined : ms(flag, v);
   };
   const timeout = num("--timeout");
+  const children = str("--children") ?? "wait";
+  if (children !== "wait" && children !== "kill") {
+    throw new UsageError(`--children must be wait or kill, got ${JSON.stringify(children)}`);
+  }
   const grace = num("--grace");
   const options: Options = {
     command,
@@ -280,6 +340,7 @@ function parse(args: readonly string[]): Options | { help: string } {
     wait: values.has("--wait") || timeout !== undefined,
     quiet: values.has("--quiet"),
     json: values.has("--json"),
+    children,
     argv,
   };
   for (const [key, flag] of [
@@ -352,72 +413,114 @@ function backendFrom(o: Options, env: Record<string, string | undefined>): Backe
 /** Milliseconds between SIGKILL and the lock's earliest expiry, for the kill to land. */
 const killSlack = (ttl: number) => Math.min(250, Math.floor(ttl / 10));
 
-function signalNumber(name: string | null): number {
-  const table = constants?.signals as Record<string, number> | undefined;
-  const fallback: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15 };
-  return (name && (table?.[name] ?? fallback[name])) || 0;
-}
-
-/** A running command in its own process group. */
+/** A command run under the watchdog (see cli/watchdog.ts), in its own process group. */
 interface Command {
-  /** Resolves with the exit status: the code, 128+n for signal n, 126/127 when it could not start. */
+  /** The command's own exit status: 128+n for signal n, 126/127 when it could not start. */
   exited: Promise<number>;
+  /** Resolves once no process of the command's group is left. */
+  gone: Promise<void>;
+  /** Whether processes of the command's group are still running. */
+  running(): boolean;
   /** Sends a signal to the command's whole process group. */
   kill(signal: NodeJS.Signals): void;
-  /** SIGTERM, then SIGKILL after `grace` ms; resolves with the exit status. */
-  stop(grace: number): Promise<number>;
-  /** Whether it was SIGKILLed by {@link Command.stop}. */
+  /** SIGTERM to the group, SIGKILL after the grace period; resolves once the group is gone. */
+  stop(): Promise<void>;
+  /** Whether the stop needed SIGKILL. */
   readonly killed: boolean;
 }
 
-function run(argv: string[], env: Record<string, string | undefined>): Command {
-  let child: ChildProcess;
-  let done = false;
+/**
+ * Starts `argv` under a watchdog process that holds `lease`'s deadline: heartbeats from here move
+ * it forward while the lease is valid; if they stop (this process killed or frozen) or the IPC
+ * channel closes, the watchdog stops the command's group before the lease can expire on the
+ * backend. This process also signals the group itself, so a frozen watchdog cannot keep a
+ * command alive either.
+ */
+function supervise(argv: string[], lease: Lease, grace: number, beat: number): Command {
+  let pgid: number | undefined;
   let killed = false;
-  let settle: (status: number) => void = () => {};
-  const exited = new Promise<number>((resolve) => (settle = resolve)).then((status) => {
-    done = true;
-    return status;
+  let stopping: Promise<void> | undefined;
+  let settleExit: (status: number) => void = () => {};
+  let settleGone: () => void = () => {};
+  const exited = new Promise<number>((resolve) => (settleExit = resolve));
+  const gone = new Promise<void>((resolve) => (settleGone = resolve));
+  const [program, args] = watchdogCommand();
+  const watchdog = spawn(program, args, {
+    stdio: ["inherit", "inherit", "inherit", "ipc"],
+    env: childEnv(lease),
   });
-  try {
-    // Its own process group (and session), so that a stop reaches what the command started too.
-    child = spawn(argv[0]!, argv.slice(1), { stdio: "inherit", env, detached: true });
-  } catch (error) {
-    say(`cannot run ${JSON.stringify(argv[0])}: ${messageOf(error)}`);
-    settle(EXIT.cannotRun);
-    return { exited, kill() {}, stop: () => exited, killed };
-  }
-  child.once("error", (error: NodeJS.ErrnoException) => {
-    if (child.pid !== undefined && error.code !== "ENOENT") return; // a failed kill, not a failed start
-    const notFound = error.code === "ENOENT";
-    say(`cannot run ${JSON.stringify(argv[0])}: ${notFound ? "command not found" : messageOf(error)}`);
-    settle(notFound ? EXIT.notFound : EXIT.cannotRun);
-  });
-  child.once("exit", (code, signal) => settle(code ?? 128 + signalNumber(signal)));
-  const kill = (signal: NodeJS.Signals, evenAfterExit = false) => {
-    if ((done && !evenAfterExit) || child.pid === undefined) return;
+  watchdog.on("error", () => {});
+  const send = (message: ToWatchdog): void => {
     try {
-      process.kill(-child.pid, signal);
+      if (watchdog.connected) watchdog.send(message);
     } catch {
-      if (!done) child.kill(signal);
+      // The watchdog is gone; its exit handler below takes over.
     }
   };
+  const heartbeat = (): void => {
+    if (lease.valid) send({ t: "deadline", deadline: lease.expiresAt - Date.now() });
+  };
+  const beats = setInterval(heartbeat, beat);
+  /** Polls until the group has no live process left (the watchdog may be frozen and not tell). */
+  const untilGone = async (): Promise<void> => {
+    while (pgid !== undefined && groupAlive(pgid)) await sleep(GROUP_POLL);
+  };
+  const done = (): void => {
+    clearInterval(beats);
+    settleGone();
+    if (watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL");
+  };
+  watchdog.on("message", (raw: unknown) => {
+    const m = raw as FromWatchdog;
+    if (m.t === "started") pgid = m.pid;
+    else if (m.t === "exit") {
+      if (m.error) say(`cannot run ${JSON.stringify(argv[0])}: ${m.error}`);
+      settleExit(m.status);
+    } else if (m.t === "empty") done();
+    else if (m.t === "killed") killed = true;
+    else if (m.t === "stopping" && m.why !== "leasehold asked")
+      say(`the watchdog is stopping the command: ${m.why}`);
+  });
+  watchdog.once("exit", () => {
+    // Normal after "empty". Otherwise the watchdog died: nothing guards the command but us.
+    if (pgid === undefined) {
+      say("the watchdog could not start the command");
+      settleExit(126);
+      done();
+      return;
+    }
+    if (groupAlive(pgid)) {
+      say("the watchdog died: stopping the command");
+      killed = true;
+      killGroup(pgid, "SIGKILL");
+    }
+    untilGone().then(() => {
+      settleExit(signalStatus("SIGKILL"));
+      done();
+    });
+  });
+  send({ t: "start", argv, grace, deadline: lease.expiresAt - Date.now() });
   return {
     exited,
-    kill,
-    async stop(grace) {
-      kill("SIGTERM");
-      const timer = new AbortController();
-      const first = await Promise.race([exited, sleep(grace, timer.signal).then(() => undefined)]);
-      timer.abort();
-      if (first === undefined) {
-        killed = true;
-        kill("SIGKILL");
-      }
-      const status = await exited;
-      // Whatever the command left behind in its group must not outlive the lease either.
-      kill("SIGKILL", true);
-      return status;
+    gone,
+    running: () => pgid !== undefined && groupAlive(pgid),
+    kill(signal) {
+      send({ t: "signal", signal });
+      if (pgid !== undefined) killGroup(pgid, signal);
+    },
+    stop() {
+      stopping ??= (async () => {
+        send({ t: "stop" });
+        if (pgid !== undefined) killGroup(pgid, "SIGTERM");
+        const waited = await Promise.race([gone.then(() => true), sleep(grace).then(() => false)]);
+        if (!waited && pgid !== undefined && groupAlive(pgid)) {
+          killed = true;
+          killGroup(pgid, "SIGKILL");
+        }
+        await Promise.race([gone, untilGone()]);
+        done();
+      })();
+      return stopping;
     },
     get killed() {
       return killed;
@@ -425,12 +528,12 @@ function run(argv: string[], env: Record<string, string | undefined>): Command {
   };
 }
 
-/** Resolves when `signal` aborts. */
-const aborted = (signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
+/** Stops the command and describes its status, when the watchdog could tell it: ` (status N)`. */
+async function statusOf(command: Command): Promise<string> {
+  await command.stop();
+  const status = await Promise.race([command.exited, sleep(1_000).then(() => undefined)]);
+  return status === undefined ? "" : ` (status ${status})`;
+}
 
 /** Calls `handler` for SIGINT, SIGTERM and SIGHUP until the returned function is called. */
 function onSignals(handler: (signal: Forwarded) => void): () => void {
@@ -468,7 +571,10 @@ function mutexFor(o: Options, backend: Backend) {
       retryDelay: o.retryDelay,
       stopMargin: grace + slack,
     });
-    return { mutex, grace };
+    // Heartbeats to the watchdog: often enough that a renewal reaches it long before the deadline
+    // it holds (renewals come every ttl/3; the deadline is about ttl away).
+    const beat = Math.max(20, Math.min(1_000, Math.floor(o.ttl / 10)));
+    return { mutex, grace, beat };
   } catch (error) {
     const text = messageOf(error).replace(/^createMutex: /, "");
     throw new UsageError(
@@ -477,8 +583,13 @@ function mutexFor(o: Options, backend: Backend) {
   }
 }
 
+/** Whether an error means the backend failed (rather than the lock being taken). */
+function backendFailed(error: unknown): boolean {
+  return isLockError(error) && (error.code === "ERR_BACKEND" || error.code === "ERR_BACKEND_AUTH");
+}
+
 async function exec(o: Options, backend: Backend): Promise<number> {
-  const { mutex, grace } = mutexFor(o, backend);
+  const { mutex, grace, beat } = mutexFor(o, backend);
   let received: Forwarded | undefined;
   let command: Command | undefined;
   const waiting = new AbortController();
@@ -495,12 +606,18 @@ async function exec(o: Options, backend: Backend): Promise<number> {
       lease = o.wait
         ? await mutex.acquire({
             signal: waiting.signal,
+            onError: retryReporter(`waiting for "${o.name}": the backend failed`),
             ...(o.timeout === undefined ? {} : { timeout: o.timeout }),
           })
         : await mutex.tryAcquire({ signal: waiting.signal });
     } catch (error) {
-      if (received) return 128 + signalNumber(received);
+      if (received) return signalStatus(received);
       if (isLockError(error) && error.code === "ERR_LOCK_TIMEOUT") {
+        // The wait ended while the backend was failing or silent: that is not "taken".
+        if (backendFailed(error.cause)) {
+          say(`could not reach the backend within ${o.timeout} ms: ${messageOf(error.cause)}`);
+          return EXIT.unavailable;
+        }
         if (!o.quiet) say(`"${o.name}" is still taken after ${o.timeout} ms; not running the command`);
         return EXIT.taken;
       }
@@ -516,25 +633,31 @@ async function exec(o: Options, backend: Backend): Promise<number> {
     }
     if (received) {
       await lease.release().catch(() => {});
-      return 128 + signalNumber(received);
+      return signalStatus(received);
     }
-    command = run(o.argv, childEnv(lease));
+    const running = supervise(o.argv, lease, grace, beat);
+    command = running;
     const lost = aborted(lease.signal).then(() => undefined);
-    const status = await Promise.race([command.exited, lost]);
+    const status = await Promise.race([running.exited, lost]);
     if (status !== undefined) {
-      await lease
-        .release()
-        .catch((error: unknown) => say(`could not release "${o.name}": ${messageOf(error)}`));
-      return status;
+      if (o.children === "kill") running.stop();
+      else if (running.running()) {
+        say(`the command exited (status ${status}); keeping the lock until the processes it left have ended`);
+      }
+      const end = await Promise.race([running.gone.then(() => true), lost.then(() => false)]);
+      if (end) {
+        await lease
+          .release()
+          .catch((error: unknown) => say(`could not release "${o.name}": ${messageOf(error)}`));
+        return status;
+      }
     }
     say(
       `lost the lock "${o.name}" (token ${lease.token}) while the command ran: ${messageOf(lease.signal.reason)}`,
     );
     say("stopping the command: SIGTERM" + (grace > 0 ? `, SIGKILL after ${grace} ms` : ""));
-    const stopped = await command.stop(grace);
-    say(
-      `the command was stopped${command.killed ? " with SIGKILL" : ""} (status ${stopped}); exiting ${EXIT.lost}`,
-    );
+    const stopped = await statusOf(running);
+    say(`the command was stopped${running.killed ? " with SIGKILL" : ""}${stopped}; exiting ${EXIT.lost}`);
     await lease.release().catch(() => {});
     return EXIT.lost;
   } finally {
@@ -551,23 +674,33 @@ class CommandExited extends Error {
 }
 
 async function lead(o: Options, backend: Backend): Promise<number> {
-  const { mutex, grace } = mutexFor(o, backend);
+  const { mutex, grace, beat } = mutexFor(o, backend);
   const stop = new AbortController();
   let status = 0;
   const off = onSignals((signal) => {
     if (!stop.signal.aborted) say(`${signal}: stopping`);
     stop.abort();
   });
+  const retrying = retryReporter(`campaigning for "${o.name}": the backend failed`);
   try {
     await mutex.lead(
       async (signal, lease) => {
         say(`leading "${o.name}" (token ${lease.token}): starting the command`);
-        const command = run(o.argv, childEnv(lease));
-        const ended = await Promise.race([command.exited, aborted(signal).then(() => undefined)]);
-        if (ended !== undefined) throw new CommandExited(ended);
+        const command = supervise(o.argv, lease, grace, beat);
+        const stopped = aborted(signal).then(() => undefined);
+        const ended = await Promise.race([command.exited, stopped]);
+        if (ended !== undefined) {
+          if (o.children === "kill") command.stop();
+          else if (command.running()) {
+            say(`the command exited (status ${ended}); leading until the processes it left have ended`);
+          }
+          if (await Promise.race([command.gone.then(() => true), stopped.then(() => false)])) {
+            throw new CommandExited(ended);
+          }
+        }
         if (!stop.signal.aborted) say(`lost leadership of "${o.name}": ${messageOf(signal.reason)}`);
-        const stopped = await command.stop(grace);
-        say(`the command was stopped${command.killed ? " with SIGKILL" : ""} (status ${stopped})`);
+        const described = await statusOf(command);
+        say(`the command was stopped${command.killed ? " with SIGKILL" : ""}${described}`);
       },
       {
         signal: stop.signal,
@@ -581,6 +714,8 @@ async function lead(o: Options, backend: Backend): Promise<number> {
             say(messageOf(error));
             status = error.code === "ERR_BACKEND_AUTH" ? EXIT.usage : EXIT.unavailable;
             stop.abort();
+          } else if (backendFailed(error)) {
+            retrying(error);
           } else {
             say(messageOf(error));
           }
@@ -602,22 +737,26 @@ async function status(o: Options, backend: Backend): Promise<number> {
   const info = await backend.inspect(o.name, AbortSignal.timeout(30_000));
   if (o.json) {
     const holder = info ? { owner: info.owner, token: info.token, ttlLeft: info.ttlLeft } : null;
-    process.stdout.write(`${JSON.stringify({ name: o.name, holder })}\n`);
+    write(process.stdout, `${JSON.stringify({ name: o.name, holder })}\n`);
   } else if (info) {
     const left = info.ttlLeft === undefined ? "" : `, ttl left ${info.ttlLeft} ms`;
-    process.stdout.write(`"${o.name}" is held by ${info.owner} (token ${info.token}${left})\n`);
+    write(process.stdout, `"${o.name}" is held by ${info.owner} (token ${info.token}${left})\n`);
   } else {
-    process.stdout.write(`"${o.name}" is free\n`);
+    write(process.stdout, `"${o.name}" is free\n`);
   }
   return 0;
 }
 
 /** Runs the command line; resolves with the exit status. */
 async function main(args: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  if (args[0] === WATCHDOG_ARG) {
+    runWatchdog();
+    return new Promise(() => {}); // it ends the process itself
+  }
   try {
     const o = parse(args);
     if ("help" in o) {
-      process.stdout.write(o.help);
+      write(process.stdout, o.help);
       return 0;
     }
     const backend = backendFrom(o, env);

@@ -93,3 +93,11 @@ export function linkedSignal(
     },
   };
 }
+
+/** Resolves (never rejects) when `signal` aborts. */
+export function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}

@@ -1,6 +1,7 @@
 // Leader election on a mutex: the lead loop, leadership changes, health.
-import { jitter, linkedSignal, sleep } from "./clock.ts";
+import { aborted, jitter, linkedSignal, sleep } from "./clock.ts";
 import type { Lease } from "./lease.ts";
+import { check, checkFunction, checkMs, checkSignal, optionsOf } from "./options.ts";
 
 /**
  * A change in leadership, as {@link Mutex.watch} reports it.
@@ -19,8 +20,11 @@ export interface LeadOptions {
   /** Stops the loop: the task's signal aborts, the lease is released, `lead` resolves. */
   signal?: AbortSignal;
   /**
-   * Called with every error of the loop: a task that threw, a backend that failed while
-   * campaigning or releasing. Default: `console.error`. The loop goes on after a backoff.
+   * Called with every error of the loop: a task that threw, a backend that failed or did not
+   * answer while campaigning (each retryable failure, as it happens), a failed release. Default:
+   * `console.error`. The loop goes on after a backoff. When `onError` itself throws, the loop
+   * stops as if `signal` aborted (the task's signal aborts, the lease is released) and `lead`
+   * then rejects with that error.
    */
   onError?: (error: unknown) => void;
   /**
@@ -33,7 +37,10 @@ export interface LeadOptions {
 
 /** What {@link Mutex.health} reports. */
 export interface Health {
-  /** false when this instance believes it leads but its local deadline has passed. */
+  /**
+   * false when this instance believes it leads but its local deadline has passed, or when its
+   * `lead` loop is campaigning and the backend's latest answer was a failure (or none).
+   */
   healthy: boolean;
   /** Whether the `lead` loop holds a lease whose signal is not aborted. */
   leading: boolean;
@@ -59,19 +66,13 @@ export interface Election {
   readonly isLeader: boolean;
 }
 
-/** Resolves when `signal` aborts. */
-function aborted(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
-}
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 const report = (error: unknown): void => console.error("[leasehold] lead:", error);
 
 /** Builds the election loop on top of a mutex's acquire and holder. @internal */
 export function createElection(m: {
-  acquire(options: { signal?: AbortSignal }): Promise<Lease>;
+  acquire(options: { signal?: AbortSignal; onError?: (error: unknown) => void }): Promise<Lease>;
   holder(options: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
   retryDelay: number;
   stopMargin: number;
@@ -81,6 +82,8 @@ export function createElection(m: {
     for (const listener of listeners) listener(change);
   };
   let current: Lease | undefined;
+  /** The failure of the latest campaign attempt, cleared when the backend answers. */
+  let failing: unknown;
   const backoff = (signal?: AbortSignal) =>
     sleep(jitter(Math.max(m.retryDelay, 1), 0.25), signal).catch(() => {});
 
@@ -90,7 +93,15 @@ export function createElection(m: {
     },
 
     health() {
-      if (!current || current.signal.aborted) return { healthy: true, leading: false };
+      if (!current || current.signal.aborted) {
+        return failing === undefined
+          ? { healthy: true, leading: false }
+          : {
+              healthy: false,
+              leading: false,
+              reason: `campaigning, but the backend fails: ${messageOf(failing)}`,
+            };
+      }
       const msLeft = current.expiresAt - Date.now();
       return msLeft > 0
         ? { healthy: true, leading: true, msLeft }
@@ -102,61 +113,85 @@ export function createElection(m: {
           };
     },
 
-    async lead(task, { signal, onError = report, stopTimeout = m.stopMargin } = {}) {
-      if (typeof task !== "function") throw new TypeError("[leasehold] lead: task must be a function");
-      if (!(typeof stopTimeout === "number" && stopTimeout >= 0)) {
-        throw new RangeError(
-          `[leasehold] lead: stopTimeout must be a number of ms ≥ 0, got ${String(stopTimeout)}`,
-        );
-      }
-      while (!signal?.aborted) {
-        let lease: Lease;
+    async lead(task, options) {
+      const o = optionsOf("lead", options);
+      check(typeof task === "function", "lead", "task must be a function");
+      checkSignal("lead", o.signal);
+      checkFunction("lead", "onError", o.onError);
+      checkMs("lead", "stopTimeout", o.stopTimeout, true);
+      const { onError = report, stopTimeout = m.stopMargin } = o;
+      // The loop's own stop: the caller's signal, or an onError that threw.
+      const stop = new AbortController();
+      const end = linkedSignal([o.signal, stop.signal]);
+      const signal = end.signal;
+      let thrown: { error: unknown } | undefined;
+      const tell = (error: unknown): void => {
+        if (thrown) return;
         try {
-          lease = await m.acquire(signal ? { signal } : {});
-        } catch (error) {
-          if (signal?.aborted) break;
           onError(error);
+        } catch (fatal) {
+          thrown = { error: fatal };
+          stop.abort(fatal);
+        }
+      };
+      const campaignError = (error: unknown): void => {
+        failing = error;
+        tell(error);
+      };
+      try {
+        while (!signal.aborted) {
+          let lease: Lease;
+          try {
+            lease = await m.acquire({ signal, onError: campaignError });
+          } catch (error) {
+            if (signal.aborted) break;
+            failing = error;
+            tell(error);
+            await backoff(signal);
+            continue;
+          }
+          failing = undefined;
+          current = lease;
+          emit({ type: "elected", owner: lease.owner, token: lease.token });
+          const scope = linkedSignal([lease.signal, signal]);
+          const settled = (async () => task(scope.signal, lease))().then(
+            () => false,
+            (error: unknown) => {
+              // Rejecting with the signal's own reason is how a task says "I stopped as asked".
+              if (!(scope.signal.aborted && error === scope.signal.reason)) tell(error);
+              return true;
+            },
+          );
+          // Wait for the task to end, or for the lease to be lost, or, on shutdown, for the task to
+          // stop within stopTimeout; then release, so that a follower can lead.
+          const ended = await Promise.race([settled, aborted(scope.signal).then(() => undefined)]);
+          if (ended === undefined && !lease.signal.aborted) {
+            const grace = new AbortController();
+            await Promise.race([settled, sleep(stopTimeout, grace.signal).catch(() => {})]);
+            grace.abort();
+          }
+          current = undefined;
+          await lease.release().catch(tell);
+          scope.done();
+          emit({ type: "deposed", owner: lease.owner, token: lease.token, reason: lease.signal.reason });
+          // Never campaign again (or return) while this instance's task still runs. Then pause about
+          // retryDelay, whether the task threw or returned: waiting followers get their turn, and a
+          // task that returns at once cannot spin the loop.
+          await settled;
+          if (signal.aborted) break;
           await backoff(signal);
-          continue;
         }
-        current = lease;
-        emit({ type: "elected", owner: lease.owner, token: lease.token });
-        const scope = linkedSignal([lease.signal, signal]);
-        const settled = (async () => task(scope.signal, lease))().then(
-          () => false,
-          (error: unknown) => {
-            // Rejecting with the signal's own reason is how a task says "I stopped as asked".
-            if (!(scope.signal.aborted && error === scope.signal.reason)) onError(error);
-            return true;
-          },
-        );
-        // Wait for the task to end, or for the lease to be lost, or, on shutdown, for the task to
-        // stop within stopTimeout; then release, so that a follower can lead.
-        const ended = await Promise.race([settled, aborted(scope.signal).then(() => undefined)]);
-        if (ended === undefined && !lease.signal.aborted) {
-          const grace = new AbortController();
-          await Promise.race([settled, sleep(stopTimeout, grace.signal).catch(() => {})]);
-          grace.abort();
-        }
-        current = undefined;
-        await lease.release().catch(onError);
-        scope.done();
-        emit({ type: "deposed", owner: lease.owner, token: lease.token, reason: lease.signal.reason });
-        // Never campaign again (or return) while this instance's task still runs. Then pause about
-        // retryDelay, whether the task threw or returned: waiting followers get their turn, and a
-        // task that returns at once cannot spin the loop.
-        await settled;
-        if (signal?.aborted) break;
-        await backoff(signal);
+      } finally {
+        failing = undefined;
+        end.done();
       }
+      if (thrown) throw thrown.error;
     },
 
-    watch({ signal, interval = m.retryDelay } = {}) {
-      if (!(typeof interval === "number" && interval >= 0 && interval < Number.POSITIVE_INFINITY)) {
-        throw new RangeError(
-          `[leasehold] watch: interval must be a finite number of ms ≥ 0, got ${String(interval)}`,
-        );
-      }
+    watch(options) {
+      const { signal, interval = m.retryDelay } = optionsOf("watch", options);
+      checkSignal("watch", signal);
+      checkMs("watch", "interval", interval);
       const stop = new AbortController();
       const end = linkedSignal([stop.signal, signal]);
       const queue: LeadershipChange[] = [];

@@ -2,13 +2,35 @@
 import type { FetchLike } from "./backend.ts";
 import { BackendError } from "./errors.ts";
 
-/** Replaces every occurrence of each secret (and its URL-encoded form) with `[redacted]`. */
+/**
+ * The largest reply body leasehold reads, in bytes. Every answer it expects is a few hundred
+ * bytes (an Azure error document a few KiB); a longer one is refused without being read whole.
+ */
+export const MAX_REPLY_BYTES = 65_536;
+
+/**
+ * Every form a secret can take in a message: as is, URL-encoded, and JSON-escaped (a `"` or `\`
+ * in a token becomes `\"` or `\\` once a reply is quoted with `JSON.stringify`).
+ */
+function forms(secret: string): Set<string> {
+  const encoded = encodeURIComponent(secret);
+  return new Set([
+    secret,
+    encoded,
+    JSON.stringify(secret).slice(1, -1),
+    JSON.stringify(encoded).slice(1, -1),
+  ]);
+}
+
+/**
+ * Replaces every occurrence of each secret, in each of its forms, with `[redacted]`. Secrets of
+ * any length count: a short token garbles a message, which is better than showing it.
+ */
 export function redact(text: string, secrets: readonly string[]): string {
   let out = text;
-  for (const s of secrets) {
-    if (s.length < 4) continue;
-    for (const form of new Set([s, encodeURIComponent(s)])) out = out.split(form).join("[redacted]");
-  }
+  // Longest first, so that a secret containing another is replaced whole.
+  const all = secrets.flatMap((s) => (typeof s === "string" && s !== "" ? [...forms(s)] : []));
+  for (const form of all.sort((a, b) => b.length - a.length)) out = out.split(form).join("[redacted]");
   return out;
 }
 
@@ -31,10 +53,54 @@ export interface HttpReply {
   body: string;
 }
 
+/** Reads a body of at most {@link MAX_REPLY_BYTES}; `undefined` when it is longer. */
+async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> {
+  const declared = Number(res.headers.get("content-length") ?? Number.NaN);
+  if (declared > MAX_REPLY_BYTES) {
+    await res.body?.cancel().catch(() => {});
+    return undefined;
+  }
+  const reader = res.body?.getReader();
+  if (!reader) {
+    // A custom fetch without a body stream: the cap can only be checked after reading.
+    const text = await res.text();
+    return text.length > MAX_REPLY_BYTES ? undefined : text;
+  }
+  const decoder = new TextDecoder();
+  let text = "";
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return text + decoder.decode();
+    size += value.byteLength;
+    if (size > MAX_REPLY_BYTES) {
+      await reader.cancel().catch(() => {});
+      return undefined;
+    }
+    text += decoder.decode(value, { stream: true });
+  }
+}
+
 /**
- * Sends one request and reads the whole body. Abort rethrows `signal.reason`; a network failure
- * or a body cut short becomes a retryable {@link BackendError} whose message and cause carry no
- * secret.
+ * The fetch functions that refused the `cache` field (workerd before compatibility date
+ * 2024-11-11 throws on it): learned from the first refusal, then the field is left out for them.
+ */
+const refusedCache = new WeakSet<FetchLike>();
+
+/** Whether `error` is a fetch refusing `cache: "no-store"` (not a network failure). */
+function refusesCache(error: unknown): boolean {
+  return (
+    error instanceof TypeError && /\bcache\b/i.test(error.message) && !/fetch failed/i.test(error.message)
+  );
+}
+
+/**
+ * Sends one request and reads the whole body. Every request says `cache: "no-store"` (a
+ * framework's patched `fetch`, such as Next.js', may otherwise answer a renewal from its cache)
+ * and `redirect: "manual"` (a redirect is an error, never followed: another server's answer is
+ * not the lock's). Abort rethrows `signal.reason`; a network failure, a body cut short or longer
+ * than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a redirect a
+ * non-retryable one; no message or cause carries a secret.
  */
 export async function send(
   backend: string,
@@ -44,10 +110,25 @@ export async function send(
   secrets: readonly string[],
 ): Promise<HttpReply> {
   const { signal, ...rest } = init;
+  const request: Parameters<FetchLike>[1] = { ...rest, redirect: "manual" };
+  if (signal) request.signal = signal;
+  let status: number;
+  let body: string | undefined;
+  let res: Awaited<ReturnType<FetchLike>>;
   try {
-    const res = await fetchFn(url, signal ? { ...rest, signal } : rest);
-    const body = await res.text();
-    return { status: res.status, header: (n) => res.headers.get(n), body };
+    if (refusedCache.has(fetchFn)) res = await fetchFn(url, request);
+    else {
+      try {
+        res = await fetchFn(url, { ...request, cache: "no-store" });
+      } catch (error) {
+        if (!refusesCache(error)) throw error;
+        refusedCache.add(fetchFn);
+        res = await fetchFn(url, request);
+      }
+    }
+    status = res.status;
+    if (status >= 300 && status < 400) await res.body?.cancel().catch(() => {});
+    else body = await readCapped(res);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     // The request's own credentials (a SharedKey signature, a bearer token) are secrets too.
@@ -56,4 +137,18 @@ export async function send(
     const cause = scrub(error, hidden);
     throw new BackendError(`request failed: ${cause.message}`, { backend, retryable: true, cause });
   }
+  if (status >= 300 && status < 400) {
+    throw new BackendError(
+      `the server answered with a redirect (HTTP ${status}); leasehold does not follow redirects: configure the URL it redirects to`,
+      { backend, status, retryable: false },
+    );
+  }
+  if (body === undefined) {
+    throw new BackendError(`the reply is longer than ${MAX_REPLY_BYTES} bytes; not read`, {
+      backend,
+      status,
+      retryable: true,
+    });
+  }
+  return { status, header: (n) => res.headers.get(n), body };
 }

@@ -18,6 +18,14 @@ export interface Lease extends AsyncDisposable {
   /** Aborts, with a {@link LeaseLostError} as its reason, when the lease is lost or released. */
   readonly signal: AbortSignal;
   /**
+   * Whether the lease is held right now, checked against the local deadline on the monotonic
+   * clock, not only the signal: a process that resumes after a pause (a stopped VM, a long GC)
+   * sees `false` at once, before its timers have run and aborted the signal (reading it then
+   * aborts the signal). Check it just before each effect on the guarded resource, and pass
+   * `token` to writes that can check it.
+   */
+  readonly valid: boolean;
+  /**
    * Epoch ms of the local deadline: the lease is treated as lost at this instant unless renewed.
    * Computed from the monotonic clock; the wall-clock value is only for display.
    */
@@ -187,6 +195,12 @@ export function createLease(init: LeaseInit): Lease {
     owner: init.owner,
     token: init.token,
     signal: ctrl.signal,
+    get valid() {
+      if (ctrl.signal.aborted) return false;
+      if (now() < deadline) return true;
+      lose("its deadline passed without a successful renewal");
+      return false;
+    },
     get expiresAt() {
       return Date.now() + (deadline - now());
     },

@@ -10,6 +10,7 @@ import {
 } from "./election.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
 import { createLease, type Lease, releaseNonce, requestSignal } from "./lease.ts";
+import { checkFunction, checkMs, checkSignal, optionsOf } from "./options.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -47,11 +48,17 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /**
    * Give up after this many ms and reject with a {@link LockTimeoutError}. A number ≥ 0;
-   * default: wait until the signal aborts. It bounds the whole wait, requests in flight
-   * included, so a timeout shorter than one round trip never succeeds: use `tryAcquire()` for a
-   * single attempt.
+   * default: wait until the signal aborts. At least one attempt is made, and a request in flight
+   * is given at least 1 s to answer, so `timeout: 0` takes a free lock. When the backend failed
+   * or never answered since its last answer, the timeout's `cause` is that {@link BackendError}.
    */
   timeout?: number;
+  /**
+   * Called with each retryable failure while waiting (a network error, a 5xx, no answer within
+   * the attempt's bound); the wait goes on. When it throws, `acquire` rejects with that error.
+   * Default: none (the failures are still the `cause` of a timeout).
+   */
+  onError?: (error: unknown) => void;
 }
 
 /** A distributed mutex on one lock name. Create it with {@link createMutex}. */
@@ -246,28 +253,49 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
 
   const isLease = (r: Lease | { retryAfter?: number }): r is Lease => "token" in r;
 
-  const acquire = async ({ signal, timeout }: AcquireOptions = {}): Promise<Lease> => {
-    if (timeout !== undefined && !(typeof timeout === "number" && timeout >= 0)) {
-      throw new RangeError(`[leasehold] acquire: timeout must be a number of ms ≥ 0, got ${String(timeout)}`);
-    }
+  const acquire = async (options?: AcquireOptions): Promise<Lease> => {
+    const { signal, timeout, onError } = optionsOf("acquire", options);
+    checkSignal("acquire", signal);
+    checkMs("acquire", "timeout", timeout, true);
+    checkFunction("acquire", "onError", onError);
     signal?.throwIfAborted();
-    const end = now() + (timeout ?? Number.POSITIVE_INFINITY);
+    const start = now();
+    const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+    // Whether the backend answered since the last failure, and whether a request is out now.
     let lastError: unknown;
-    const timedOut = () =>
-      new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause: lastError });
-    const outer = linkedSignal([signal], end - now(), timedOut);
+    let answered = false;
+    let pending = false;
+    const timedOut = () => {
+      const silent = lastError === undefined && pending && !answered;
+      const cause = silent
+        ? new BackendError(`acquire got no answer within ${Math.round(now() - start)} ms`, {
+            backend: backendName,
+            retryable: true,
+          })
+        : lastError;
+      return new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause });
+    };
+    // Requests in flight get at least 1 s, so a short timeout still makes one real attempt.
+    const outer = linkedSignal([signal], Math.max(end, start + 1_000) - now(), timedOut);
     try {
       for (let failures = 0; ; failures++) {
         // Exponential from 25 ms, capped by retryDelay, jittered into [0.6, 1] of that.
         let wait = jitter(0.8 * Math.min(retryDelay, 25 * 2 ** Math.min(failures, 30)), 0.25);
+        pending = true;
         try {
           const result = await attempt(outer.signal);
           if (isLease(result)) return result;
+          answered = true;
+          lastError = undefined;
           if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
         } catch (error) {
           if (outer.signal.aborted) throw outer.signal.reason;
           if (!(error instanceof BackendError && error.retryable)) throw error;
+          answered = false;
           lastError = error;
+          onError?.(error);
+        } finally {
+          pending = false;
         }
         // Never sleep past the timeout, and never sleep after giving up.
         if (now() >= end) throw timedOut();
@@ -278,7 +306,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     }
   };
 
-  const holder: Mutex["holder"] = async ({ signal } = {}) => {
+  const holder: Mutex["holder"] = async (options) => {
+    const { signal } = optionsOf("holder", options);
+    checkSignal("holder", signal);
     const bounded = requestSignal(backendName, "inspect", Math.max(ttl / 5, 1_000), signal);
     try {
       const info = await backend.inspect(name, bounded.signal);
@@ -291,7 +321,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
 
   return {
     name,
-    async tryAcquire({ signal } = {}) {
+    async tryAcquire(options) {
+      const { signal } = optionsOf("tryAcquire", options);
+      checkSignal("tryAcquire", signal);
       signal?.throwIfAborted();
       const result = await attempt(signal);
       return isLease(result) ? result : null;

@@ -1,7 +1,11 @@
 // The `leasehold` command, run as real processes from the source (node --import tsx src/cli.ts)
 // against the shared Upstash bridge, and once each on Bun, Deno and Azurite.
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
+import { type AddressInfo, createServer, type Socket } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { upstash } from "../src/backends/upstash.ts";
@@ -47,7 +51,13 @@ function cli(
   {
     env = upstashEnv,
     runtime = "node",
-  }: { env?: Record<string, string | undefined>; runtime?: keyof typeof RUNTIMES } = {},
+    deadStderr = false,
+  }: {
+    env?: Record<string, string | undefined>;
+    runtime?: keyof typeof RUNTIMES;
+    /** Close the reading end of the CLI's stderr at once, as a `| logger` that exited does. */
+    deadStderr?: boolean;
+  } = {},
 ): Run {
   const [bin, ...pre] = RUNTIMES[runtime];
   const child = spawn(bin, [...pre, ...args], {
@@ -59,7 +69,8 @@ function cli(
   let stdout = "";
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (stdout += c));
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  if (deadStderr) child.stderr!.destroy();
+  else child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
   const status = new Promise<number>((resolve) =>
     child.once("close", (code, signal) => resolve(code ?? 128 + (signal === "SIGKILL" ? 9 : 15))),
   );
@@ -215,6 +226,28 @@ describe("backend configuration", () => {
     }
   });
 
+  it('a token with " and \\ in an unexpected reply is redacted on stderr in every form', async () => {
+    const odd = `tok"en\\cli${crypto.randomUUID().slice(0, 8)}`;
+    const quoting = createHttpServer((req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ result: { echo: `${req.headers.authorization}`, odd } }));
+    });
+    await new Promise<void>((r) => quoting.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(quoting.address() as AddressInfo).port}`;
+      const run = cli(["status", "--name", unique("odd")], {
+        env: { ...bare, UPSTASH_REDIS_REST_URL: url, UPSTASH_REDIS_REST_TOKEN: odd },
+      });
+      expect(await run.status).toBe(69);
+      expect(run.stderr).toMatch(/unexpected reply: .*\[redacted\]/);
+      for (const form of [odd, JSON.stringify(odd).slice(1, -1), encodeURIComponent(odd)]) {
+        expect(run.stderr).not.toContain(form);
+      }
+    } finally {
+      quoting.close();
+    }
+  });
+
   it("an unreachable backend exits 69", async () => {
     const r = cli(["status", "--name", "x"], {
       env: { ...upstashEnv, UPSTASH_REDIS_REST_URL: "http://127.0.0.1:9" },
@@ -345,27 +378,34 @@ describe("leasehold exec", () => {
     expect(await gone(grandchild)).toBe(true); // the whole group got the SIGTERM
   });
 
-  it("on lease loss SIGKILLs a command that ignores SIGTERM after --grace", async () => {
+  it.each([
+    ["", false],
+    [" (also when its stderr reader is gone: writing a message never ends supervision)", true],
+  ])("on lease loss SIGKILLs a command that ignores SIGTERM after --grace%s", async (_, deadStderr) => {
     const name = unique("lost-kill");
-    const run = cli([
-      "exec",
-      "--name",
-      name,
-      "--ttl",
-      "1500",
-      "--grace",
-      "300",
-      "--",
-      "sh",
-      "-c",
-      'trap "" TERM; echo started; sleep 30; echo SURVIVED',
-    ]);
+    const run = cli(
+      [
+        "exec",
+        "--name",
+        name,
+        "--ttl",
+        "1500",
+        "--grace",
+        "300",
+        "--",
+        "sh",
+        "-c",
+        'trap "" TERM; echo started; sleep 30; echo SURVIVED',
+      ],
+      { deadStderr },
+    );
     await run.printed("started");
     await sdk.del(lockKey(name));
     expect(await run.status).toBe(76);
+    expect(run.stdout).not.toContain("SURVIVED");
+    if (deadStderr) return;
     expect(run.stderr).toMatch(/SIGKILL after 300 ms/);
     expect(run.stderr).toMatch(/stopped with SIGKILL \(status 137\)/);
-    expect(run.stdout).not.toContain("SURVIVED");
   });
 
   it("forwards SIGTERM to the command, waits for it, releases, and exits with its status", async () => {
@@ -500,5 +540,200 @@ describe("other runtimes and backends", () => {
       expect(r.stdout + r.stderr).not.toContain(az.accountKey);
       expect(r.stdout + r.stderr).not.toContain(wrongKey);
     }
+  });
+});
+
+/** Nanosecond wall-clock stamps a shell command appends to `file`, one per line. */
+function stamps(file: string): bigint[] {
+  let text = "";
+  try {
+    text = readFileSync(file, "utf8");
+  } catch {}
+  return text
+    .split("\n")
+    .filter((l) => /^\d+$/.test(l))
+    .map((l) => BigInt(l));
+}
+
+const tmp = (what: string) => join(tmpdir(), `leasehold-${what}-${crypto.randomUUID()}`);
+
+/** A shell command that prints "started", then stamps `file` every 20 ms until stopped. */
+const ticking = (file: string) => `echo started; while :; do date +%s%N >> ${file}; sleep 0.02; done`;
+
+describe("the command never outlives the lease", () => {
+  // Two "hosts" (two leasehold processes) on one lock: the second one's command stamps the time it
+  // started; every stamp of the first command must come before it, whatever happened to the first
+  // leasehold process.
+  async function handover(
+    disturb: (first: Run) => Promise<void>,
+  ): Promise<{ first: Run; a: bigint[]; b: bigint }> {
+    const name = unique("handover");
+    const fileA = tmp("a");
+    const fileB = tmp("b");
+    const first = cli(["exec", "--name", name, "--ttl", "2000", "--", "sh", "-c", ticking(fileA)]);
+    await first.printed("started");
+    const second = cli(["exec", "--name", name, "--wait", "--", "sh", "-c", `date +%s%N > ${fileB}`]);
+    await disturb(first);
+    expect(await second.status).toBe(0);
+    const b = stamps(fileB)[0]!;
+    await sleep(300); // a command still running would stamp again meanwhile
+    const a = stamps(fileA);
+    rmSync(fileA, { force: true });
+    rmSync(fileB, { force: true });
+    return { first, a, b };
+  }
+
+  it("kill -9 of leasehold exec: the watchdog stops the command before the lock can pass on", async () => {
+    const { a, b } = await handover(async (first) => {
+      await sleep(500);
+      first.child.kill("SIGKILL");
+    });
+    expect(a.length).toBeGreaterThan(5);
+    expect(a.at(-1)! < b).toBe(true);
+  });
+
+  it("SIGSTOP of leasehold exec for 4 s: the command is stopped before the lock can pass on; exec then exits 76", async () => {
+    const { first, a, b } = await handover(async (run) => {
+      await sleep(500);
+      run.child.kill("SIGSTOP");
+      setTimeout(() => run.child.kill("SIGCONT"), 4_000);
+    });
+    expect(a.length).toBeGreaterThan(5);
+    expect(a.at(-1)! < b).toBe(true);
+    expect(await first.status).toBe(76);
+    expect(first.stderr).toMatch(/the watchdog is stopping the command: the lease's deadline passed/);
+  });
+
+  it("a dead stderr reader: lead keeps supervising, and stops the command when asked", async () => {
+    const name = unique("lead-epipe");
+    const run = cli(["lead", "--name", name, "--", "sh", "-c", "echo started; exec sleep 30"], {
+      deadStderr: true,
+    });
+    await run.printed("started");
+    await sleep(1_000); // "leading ..." went to the dead pipe meanwhile
+    expect(run.child.exitCode).toBeNull();
+    expect((await sdk.get<string>(lockKey(name)))?.split("|")[1]).toBeDefined();
+    run.child.kill("SIGTERM");
+    expect(await run.status).toBe(0);
+    expect(await sdk.exists(lockKey(name))).toBe(0);
+  });
+
+  it("background children keep the lock until they end (flock's way); --children kill stops them", async () => {
+    const name = unique("bg");
+    const file = tmp("bg");
+    const run = cli([
+      "exec",
+      "--name",
+      name,
+      "--",
+      "sh",
+      "-c",
+      `(sleep 1.5; echo bg-done > ${file}) & exit 5`,
+    ]);
+    await sleep(800);
+    // the command itself has exited; its background job still runs, so the lock stays taken
+    expect(run.child.exitCode).toBeNull();
+    const status = cli(["status", "--name", name]);
+    expect(await status.status).toBe(0);
+    expect(status.stdout).toMatch(/is held by/);
+    expect(await run.status).toBe(5);
+    expect(readFileSync(file, "utf8")).toBe("bg-done\n"); // released only after the job ended
+    rmSync(file, { force: true });
+    expect(await sdk.exists(lockKey(name))).toBe(0);
+
+    const killing = cli([
+      "exec",
+      "--name",
+      `${name}-kill`,
+      "--children",
+      "kill",
+      "--",
+      "sh",
+      "-c",
+      "sleep 30 & echo bg $!; exit 4",
+    ]);
+    const started = performance.now();
+    expect(await killing.status).toBe(4);
+    expect(performance.now() - started).toBeLessThan(10_000);
+    expect(await gone(Number(/bg (\d+)/.exec(killing.stdout)![1]))).toBe(true);
+    expect(await sdk.exists(lockKey(`${name}-kill`))).toBe(0);
+  });
+
+  it("lead: a command that exits leaving a background job leads until the job ends", async () => {
+    const name = unique("lead-bg");
+    const run = cli([
+      "lead",
+      "--name",
+      name,
+      "--retry-delay",
+      "5000",
+      "--",
+      "sh",
+      "-c",
+      "sleep 1.2 & echo started; exit 0",
+    ]);
+    await run.printed("started");
+    await sleep(600);
+    expect(await sdk.exists(lockKey(name))).toBe(1); // the job still runs: still leading
+    await sleep(1_500);
+    expect(await sdk.exists(lockKey(name))).toBe(0); // job done: term over, lock released
+    expect(run.stderr).toMatch(/the command exited with status 0; leadership released/);
+  });
+});
+
+describe("an unreachable backend is not a taken lock", () => {
+  const closedPort = async () => {
+    const server = createServer();
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const { port } = server.address() as AddressInfo;
+    await new Promise((r) => server.close(r));
+    return port;
+  };
+  const deadEnv = async () => ({
+    ...upstashEnv,
+    UPSTASH_REDIS_REST_URL: `http://127.0.0.1:${await closedPort()}`,
+  });
+
+  it("exec --wait --timeout on a refused connection exits 69 and says why, even with --quiet", async () => {
+    const run = cli(["exec", "--name", unique("dead"), "--quiet", "--timeout", "500", "--", "true"], {
+      env: await deadEnv(),
+    });
+    expect(await run.status).toBe(69);
+    expect(run.stderr).toMatch(/could not reach the backend within 500 ms: .*request failed/);
+    expect(run.stderr).not.toMatch(/still taken/);
+  });
+
+  it("exec --wait --timeout on a server that never answers exits 69: no answer", async () => {
+    const sockets: Socket[] = [];
+    const server = createServer((s) => sockets.push(s));
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    try {
+      const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      const run = cli(["exec", "--name", unique("silent"), "--timeout", "500", "--", "true"], {
+        env: { ...upstashEnv, UPSTASH_REDIS_REST_URL: url },
+      });
+      expect(await run.status).toBe(69);
+      expect(run.stderr).toMatch(/could not reach the backend within 500 ms: .*no answer/);
+    } finally {
+      for (const s of sockets) s.destroy();
+      server.close();
+    }
+  });
+
+  it("exec --wait and lead report failures while they wait, at most one line per 10 s", async () => {
+    const env = await deadEnv();
+    const waiting = cli(["exec", "--name", unique("dead-wait"), "--wait", "--", "true"], { env });
+    const leading = cli(["lead", "--name", unique("dead-lead"), "--", "true"], { env });
+    await sleep(2_500);
+    for (const run of [waiting, leading]) {
+      expect(run.child.exitCode).toBeNull();
+      expect(run.stderr.match(/the backend failed: .*request failed.*; retrying/g)).toHaveLength(1);
+    }
+  });
+
+  it("--timeout 0 takes a free lock", async () => {
+    const run = cli(["exec", "--name", unique("zero"), "--timeout", "0", "--", "sh", "-c", "echo ran"]);
+    expect(await run.status).toBe(0);
+    expect(run.stdout).toBe("ran\n");
   });
 });

@@ -219,6 +219,24 @@ describe("background renewal", () => {
   });
 });
 
+describe("lease.valid", () => {
+  it("is false as soon as the deadline has passed, before any timer ran, and aborts the signal then", async () => {
+    vi.useRealTimers();
+    const mutex = createMutex(memory(), { name: "v", ttl: 100, stopMargin: 10 });
+    const lease = (await mutex.tryAcquire())!;
+    expect(lease.valid).toBe(true);
+    // A stalled process: no timer can run while this loop spins past the deadline (100 − 13 ms).
+    const end = performance.now() + 150;
+    while (performance.now() < end) {}
+    expect(lease.signal.aborted).toBe(false); // the timers have not run yet
+    expect(lease.valid).toBe(false);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    await lease.release();
+    expect(lease.valid).toBe(false);
+  });
+});
+
 describe("release", () => {
   it("clears every timer and aborts the signal; idempotent", async () => {
     const lease = (await createMutex(memory(), { name: "t", ttl: 900 }).tryAcquire())!;
@@ -354,10 +372,87 @@ describe("acquire: waiting, timeout, abort", () => {
     // the request may have been applied: its nonce is released, best effort
     expect(released).toEqual(nonces);
 
-    const waited = mutex.acquire({ timeout: 500 }).catch((e: unknown) => e);
-    await vi.advanceTimersByTimeAsync(500);
-    expect(await waited).toBeInstanceOf(LockTimeoutError);
+    // A request in flight is not cut at a timeout under 1 s: it keeps its own bound (888 ms here),
+    // and the timeout's cause says it got no answer.
+    let settled = false;
+    const waited = mutex
+      .acquire({ timeout: 500 })
+      .catch((e: unknown) => e)
+      .finally(() => (settled = true));
+    await vi.advanceTimersByTimeAsync(887);
+    expect(settled).toBe(false);
     await vi.advanceTimersByTimeAsync(1);
+    const timeout = await waited;
+    expect(timeout).toBeInstanceOf(LockTimeoutError);
+    expect((timeout as LockTimeoutError).cause).toBeInstanceOf(BackendError);
+    expect(String((timeout as LockTimeoutError).cause)).toMatch(/acquire got no answer within 888 ms/);
+
+    // With a longer ttl, the 1 s floor cuts the request, and the cause still says "no answer".
+    const slow = createMutex(backend, { name: "h2", ttl: 10_000 });
+    const floor = slow.acquire({ timeout: 0 }).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1_000);
+    const cut = (await floor) as LockTimeoutError;
+    expect(cut).toBeInstanceOf(LockTimeoutError);
+    expect(String(cut.cause)).toMatch(/acquire got no answer within 1000 ms/);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("timeout 0 takes a free lock: one attempt, whose request is given up to 1 s", async () => {
+    const inner = memory();
+    const backend: Backend = {
+      ...inner,
+      acquire: async (r) => {
+        await new Promise((resolve) => setTimeout(resolve, 30)); // a 30 ms round trip
+        return inner.acquire(r);
+      },
+    };
+    const mutex = createMutex(backend, { name: "z" });
+    const pending = mutex.acquire({ timeout: 0 });
+    await vi.advanceTimersByTimeAsync(30);
+    const lease = await pending;
+    expect(lease.token).toBe(1);
+    await lease.release();
+    // taken: one attempt, then the timeout, with no cause (the backend answered)
+    const holding = mutex.acquire();
+    await vi.advanceTimersByTimeAsync(30);
+    const holder = await holding;
+    const again = mutex.acquire({ timeout: 0 }).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(30);
+    const error = await again;
+    expect(error).toBeInstanceOf(LockTimeoutError);
+    expect((error as LockTimeoutError).cause).toBeUndefined();
+    await holder.release();
+  });
+
+  it("reports each retryable failure to onError while waiting, and the last one is the timeout's cause", async () => {
+    let calls = 0;
+    const backend = backendWith({
+      acquire: async () => {
+        calls++;
+        throw new BackendError(`down ${calls}`, { backend: "test", retryable: true });
+      },
+    });
+    const seen: unknown[] = [];
+    const mutex = createMutex(backend, { name: "f", retryDelay: 100 });
+    const result = mutex.acquire({ timeout: 1_000, onError: (e) => seen.push(e) }).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(1_000);
+    const error = (await result) as LockTimeoutError;
+    expect(error).toBeInstanceOf(LockTimeoutError);
+    expect(seen.length).toBe(calls);
+    expect(seen.length).toBeGreaterThan(3);
+    expect(error.cause).toBe(seen.at(-1));
+    // an onError that throws ends the wait with its error
+    const boom = new Error("stop waiting");
+    const thrown = mutex
+      .acquire({
+        onError: () => {
+          throw boom;
+        },
+      })
+      .catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(10);
+    expect(await thrown).toBe(boom);
     expect(vi.getTimerCount()).toBe(0);
   });
 
@@ -458,6 +553,37 @@ describe("options are checked at createMutex", () => {
 
   it("rejects a bad acquire timeout", async () => {
     await expect(createMutex(ok, { name: "n" }).acquire({ timeout: -1 })).rejects.toThrow(RangeError);
+  });
+
+  it("rejects bad options of acquire, tryAcquire, holder, lead and watch with a TypeError naming the option", async () => {
+    const mutex = createMutex(ok, { name: "n" });
+    const task = async () => {};
+    const bad = null as never;
+    const cases: [Promise<unknown> | (() => unknown), RegExp][] = [
+      [mutex.acquire(bad), /acquire: options must be an object, got null/],
+      [mutex.acquire({ signal: "x" as never }), /acquire: signal must be an AbortSignal, got string/],
+      [mutex.acquire({ onError: 1 as never }), /acquire: onError must be a function/],
+      [mutex.acquire({ timeout: "5" as never }), /acquire: timeout must be a number of ms >= 0, got string/],
+      [mutex.tryAcquire(bad), /tryAcquire: options must be an object/],
+      [mutex.tryAcquire({ signal: {} as never }), /tryAcquire: signal must be an AbortSignal/],
+      [mutex.holder({ signal: 3 as never }), /holder: signal must be an AbortSignal/],
+      [mutex.lead(task, bad), /lead: options must be an object/],
+      [mutex.lead(task, { signal: "x" as never }), /lead: signal must be an AbortSignal, got string/],
+      [mutex.lead(task, { onError: "log" as never }), /lead: onError must be a function/],
+      [mutex.lead(task, { stopTimeout: Number.NaN }), /lead: stopTimeout must be a number of ms >= 0/],
+      [() => mutex.watch(bad), /watch: options must be an object/],
+      [() => mutex.watch({ signal: true as never }), /watch: signal must be an AbortSignal/],
+      [() => mutex.watch({ interval: Number.POSITIVE_INFINITY }), /watch: interval must be a finite number/],
+    ];
+    for (const [call, message] of cases) {
+      const error = await (typeof call === "function" ? Promise.resolve().then(call) : call).catch(
+        (e: unknown) => e,
+      );
+      expect(error, String(message)).toBeInstanceOf(Error);
+      expect((error as Error).name).toMatch(/^(TypeError|RangeError)$/);
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(vi.getTimerCount()).toBe(0);
   });
 });
 

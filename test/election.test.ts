@@ -4,7 +4,13 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../src/backend.ts";
 import { memory } from "../src/backends/memory.ts";
 import { sleep } from "../src/clock.ts";
-import { createMutex, type LeadershipChange, type Lease, LeaseLostError } from "../src/index.ts";
+import {
+  BackendError,
+  createMutex,
+  type LeadershipChange,
+  type Lease,
+  LeaseLostError,
+} from "../src/index.ts";
 
 const untilAborted = (signal: AbortSignal) =>
   new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
@@ -159,6 +165,68 @@ describe("lead", () => {
     stopB.abort();
     await loopB;
     void loopA; // the frozen instance never finishes its release; it is abandoned like a dead process
+  });
+});
+
+describe("lead: errors", () => {
+  it("an onError that throws stops the loop: the lease is released first, then lead rejects with that error", async () => {
+    const store = memory();
+    const mutex = createMutex(store, { name: "oe", ttl: 300, retryDelay: 20 });
+    const fatal = new Error("onError gave up");
+    let lease: Lease | undefined;
+    const loop = mutex.lead(
+      async (_signal, l) => {
+        lease = l;
+        throw new Error("task failed");
+      },
+      {
+        onError: () => {
+          throw fatal;
+        },
+      },
+    );
+    await expect(loop).rejects.toBe(fatal);
+    expect(lease!.signal.aborted).toBe(true);
+    expect(mutex.isLeader).toBe(false);
+    // released, not left to expire: another instance takes it at once
+    const other = await createMutex(store, { name: "oe", ttl: 300 }).tryAcquire();
+    expect(other).not.toBeNull();
+    await other!.release();
+  });
+
+  it("an unreachable backend while campaigning: each failure goes to onError, and health() says so", async () => {
+    const store = memory();
+    let down = true;
+    const backend: Backend = {
+      ...store,
+      acquire: async (r) => {
+        if (down) throw new BackendError("connection refused", { backend: "test", retryable: true });
+        return store.acquire(r);
+      },
+    };
+    const mutex = createMutex(backend, { name: "ub", ttl: 300, retryDelay: 20 });
+    const stop = new AbortController();
+    const errors: unknown[] = [];
+    const elected: number[] = [];
+    const loop = mutex.lead(
+      async (signal, lease) => {
+        elected.push(lease.token);
+        await untilAborted(signal);
+      },
+      { signal: stop.signal, onError: (e) => errors.push(e) },
+    );
+    await sleep(200);
+    expect(errors.length).toBeGreaterThan(2);
+    expect(errors.every((e) => e instanceof BackendError && e.retryable)).toBe(true);
+    expect(mutex.health()).toMatchObject({ healthy: false, leading: false });
+    expect(mutex.health().reason).toMatch(/campaigning, but the backend fails: .*connection refused/);
+    down = false;
+    await sleep(200);
+    expect(elected).toEqual([1]);
+    expect(mutex.health()).toMatchObject({ healthy: true, leading: true });
+    stop.abort();
+    await loop;
+    expect(mutex.health()).toEqual({ healthy: true, leading: false });
   });
 });
 

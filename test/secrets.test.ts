@@ -80,6 +80,44 @@ describe("upstash", () => {
     checkNoSecrets(e2, "quoting fetch");
   });
 
+  it('a token with " and \\ is redacted in every form, also after JSON.stringify quoted it', async () => {
+    const odd = `tok"en\\sec${crypto.randomUUID().slice(0, 8)}`;
+    registerSecret(odd);
+    // A server that answers something unexpected that quotes the token (in a nested string, so
+    // the message's JSON.stringify escapes it).
+    const quoting = createServer((req, res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify({ result: { echo: `${req.headers.authorization}`, again: [odd] } }));
+    });
+    const quotingUrl = await listenLoopback(quoting);
+    try {
+      const mutex = createMutex(upstash({ url: quotingUrl, token: odd }), { name: "secrets", ttl: 1_000 });
+      const e = await failure(mutex.tryAcquire());
+      expect(e.message).toMatch(/unexpected reply: .*\[redacted\]/);
+      expect(e.message).not.toContain(JSON.stringify(odd).slice(1, -1));
+      checkNoSecrets(e, "JSON-escaped token");
+    } finally {
+      await new Promise((r) => quoting.close(r));
+    }
+  });
+
+  it("a token shorter than 4 characters is redacted too", async () => {
+    const denying = createServer((req, res) => {
+      res.writeHead(502, { "content-type": "text/plain" });
+      res.end(`denied: ${req.headers.authorization}`);
+    });
+    const denyingUrl = await listenLoopback(denying);
+    try {
+      const mutex = createMutex(upstash({ url: denyingUrl, token: "Q9z" }), { name: "secrets", ttl: 1_000 });
+      const e = await failure(mutex.tryAcquire());
+      expect(e).toMatchObject({ name: "BackendError", status: 502 });
+      expect(e.message).toContain("denied: Bearer [redacted]");
+      expect(e.message).not.toMatch(/Q9z/);
+    } finally {
+      await new Promise((r) => denying.close(r));
+    }
+  });
+
   it("option validation never quotes a token or a URL password", () => {
     const cases: [() => unknown, string][] = [
       [() => upstash({ url, token: "secret token with spaces 1234" }), "secret token with spaces 1234"],

@@ -78,6 +78,8 @@ export function registerSecret(secret: string): void {
     throw new Error(`registerSecret: ${secret.length} characters is too short to search for`);
   registry.secrets.add(secret);
   registry.secrets.add(encodeURIComponent(secret));
+  // As a message that quotes a reply with JSON.stringify shows it (`"` → `\"`, `\` → `\\`).
+  registry.secrets.add(JSON.stringify(secret).slice(1, -1));
 }
 
 /** Everything an error shows: name, message, stack, cause chain and own properties. */
