@@ -87,11 +87,12 @@ async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string |
  */
 const refusedCache = new WeakSet<FetchLike>();
 
-/** Whether `error` is a fetch refusing `cache: "no-store"` (not a network failure). */
+/**
+ * Whether `error` is a fetch refusing `cache: "no-store"`, not a network failure. workerd says
+ * "The 'cache' field on 'RequestInitializerDict' is not implemented." (a plain Error).
+ */
 function refusesCache(error: unknown): boolean {
-  return (
-    error instanceof TypeError && /\bcache\b/i.test(error.message) && !/fetch failed/i.test(error.message)
-  );
+  return error instanceof Error && /\bcache\b/i.test(error.message) && !/fetch failed/i.test(error.message);
 }
 
 /**

@@ -62,7 +62,7 @@ describe("cache: no-store", () => {
       seen.push(init.cache);
       if (init.cache !== undefined) {
         // workerd's own words, before compatibility date 2024-11-11
-        throw new TypeError("The 'cache' field on 'RequestInitializerDict' is not implemented.");
+        throw new Error("The 'cache' field on 'RequestInitializerDict' is not implemented.");
       }
       return fetch(url, init);
     };

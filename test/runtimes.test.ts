@@ -190,6 +190,24 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
   });
 });
 
+describe("workerd before compatibility date 2024-11-11", () => {
+  it("fetch refuses the cache field there: the suite passes with the requests sent without it", async () => {
+    const { OLD_COMPATIBILITY_DATE, startWorker } = await import("./smoke/run-workerd.ts");
+    const mf = await startWorker({ ...smokeVars("workerd-old"), SMOKE_JOB_MS: "0" }, OLD_COMPATIBILITY_DATE);
+    try {
+      // The control: on this date workerd's own fetch throws on `cache: "no-store"`.
+      const probe = await mf.dispatchFetch("http://smoke.local/cache-probe");
+      expect(await probe.text()).toMatch(/'cache' field .* is not implemented/);
+      const res = await mf.dispatchFetch("http://smoke.local/smoke");
+      const body = await res.text();
+      expect(res.status, body).toBe(200);
+      expectComplete(JSON.parse(body) as Report, "workerd-old");
+    } finally {
+      await mf.dispose();
+    }
+  });
+});
+
 async function redis(command: (string | number)[]): Promise<unknown> {
   const r = await fetch(upstash.url, {
     method: "POST",

@@ -5,7 +5,7 @@
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 
-/** A recent date: old ones lack `fetch(…, { cache: "no-store" })` and other current behaviour. */
+/** A recent date, with `fetch(…, { cache: "no-store" })` and other current behaviour. */
 export const COMPATIBILITY_DATE = "2025-09-01";
 
 /** The worker as one ES module, ready for Miniflare's `script`. */
@@ -29,12 +29,21 @@ export async function bundleWorker(): Promise<string> {
   return code;
 }
 
+/**
+ * A date before 2024-11-11, when workerd's fetch throws on the `cache` field: the library must
+ * fall back to requests without it.
+ */
+export const OLD_COMPATIBILITY_DATE = "2024-06-01";
+
 /** Starts the worker in workerd with these bindings (strings, as `wrangler secret put` gives). */
-export async function startWorker(bindings: Record<string, string>): Promise<Miniflare> {
+export async function startWorker(
+  bindings: Record<string, string>,
+  compatibilityDate = COMPATIBILITY_DATE,
+): Promise<Miniflare> {
   const mf = new Miniflare({
     modules: true,
     script: await bundleWorker(),
-    compatibilityDate: COMPATIBILITY_DATE,
+    compatibilityDate,
     bindings,
   });
   await mf.ready;

@@ -109,6 +109,15 @@ export default {
       }
     }
     if (pathname === "/timers") return Response.json({ pending: pending.size });
+    if (pathname === "/cache-probe") {
+      // Whether this compatibility date's fetch accepts `cache: "no-store"` (no request leaves).
+      try {
+        await fetch("http://127.0.0.1:9/", { cache: "no-store", signal: AbortSignal.abort() });
+        return new Response("accepted");
+      } catch (error) {
+        return new Response(String((error as Error).message));
+      }
+    }
     if (pathname === "/leak") {
       // Never released (and it cannot be later: workerd forbids touching one request's I/O from
       // another), so its renewal and deadline timers stay pending after this handler returns.
