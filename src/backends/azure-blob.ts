@@ -508,6 +508,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     const write = (op: string, query: string, h: Record<string, string>) =>
       call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal).then((r) => [op, r] as const);
     for (let attempt = 0; attempt < 3; attempt++) {
+      signal?.throwIfAborted(); // (a fetch need not reject at once when given an aborted signal)
       if (state === undefined) {
         const h = await read(path, signal);
         if (h.status === 404) return null;
@@ -607,16 +608,19 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       for (let attempt = 0; ; attempt++) {
         // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the
         // lease is ours the HEAD still describes the blob, unless another holder wrote it between
-        // the two: the fence step's If-Match catches that.
-        const [r, head] = await Promise.allSettled([lease(path, headers, signal), read(path, signal)]);
-        if (r.status === "rejected") throw r.reason;
-        if (r.value.status === 201 || r.value.status === 200) {
-          if (head.status === "fulfilled" && head.value.status === 200) state = blobState(head.value);
+        // the two: the fence step's If-Match catches that. Only a granted lease waits for the HEAD.
+        const granted = lease(path, headers, signal);
+        const head = read(path, signal);
+        head.catch(() => {}); // ignored unless the lease is granted
+        const r = await granted;
+        if (r.status === 201 || r.status === 200) {
+          const h = await head.catch(() => undefined);
+          if (h?.status === 200) state = blobState(h);
           break;
         }
-        if (r.value.status === 409 && errorCode(r.value).startsWith("Lease")) return { ok: false };
-        if (r.value.status !== 404 || attempt === 2) throw failure("acquire", key, r.value);
-        await create(key, path, errorCode(r.value), signal);
+        if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
+        if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
+        await create(key, path, errorCode(r), signal);
       }
       // The lease is ours. On any failure, and when it turns out lost, give it back.
       let token: number | null;
