@@ -741,6 +741,11 @@ describe("azure-blob on Azurite", () => {
         /getToken/,
       ],
       ["prefix not a string", { ...base, container: "locks", prefix: 7 }, /options\.prefix/],
+      [
+        "blobType not page or block",
+        { ...base, container: "locks", blobType: "append" },
+        /options\.blobType must be "page" or "block"/,
+      ],
     ];
     it.each(cases)("%s", (_name, options, message) => {
       let error: unknown;

@@ -247,8 +247,8 @@ function refusedBy(r: HttpReply, page: boolean): string | undefined {
  * Requests per operation (round trips, requests): acquire 2 RT — the lease and a HEAD together,
  * then the fence: a page blob 3 requests when the owner is the same as last time, 4 when it
  * changed (the owner write goes with the fence); a block blob 3. Plus the container and the blob
- * the first time, and one more HEAD + write when another holder changed the blob between our
- * HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
+ * the first time, and one more round trip each for a HEAD and the writes again when another
+ * holder changed the blob between our HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
  * A contended acquire does not report the holder or a `retryAfter`.
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
