@@ -48,9 +48,11 @@ export interface AcquireOptions {
   signal?: AbortSignal;
   /**
    * Give up after this many ms and reject with a {@link LockTimeoutError}. A number ≥ 0;
-   * default: wait until the signal aborts. At least one attempt is made, and a request in flight
-   * is given at least 1 s to answer, so `timeout: 0` takes a free lock. When the backend failed
-   * or never answered since its last answer, the timeout's `cause` is that {@link BackendError}.
+   * default: wait until the signal aborts. A positive timeout bounds the whole wait, requests in
+   * flight included. `0` means "do not wait": exactly one attempt, bounded like `tryAcquire()`'s,
+   * that takes a free lock and rejects with the timeout error when it is taken. When the backend
+   * failed or never answered since its last answer, the timeout's `cause` is that
+   * {@link BackendError}.
    */
   timeout?: number;
   /**
@@ -275,8 +277,8 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
         : lastError;
       return new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause });
     };
-    // Requests in flight get at least 1 s, so a short timeout still makes one real attempt.
-    const outer = linkedSignal([signal], Math.max(end, start + 1_000) - now(), timedOut);
+    // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
+    const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
     try {
       for (let failures = 0; ; failures++) {
         // Exponential from 25 ms, capped by retryDelay, jittered into [0.6, 1] of that.

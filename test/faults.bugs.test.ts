@@ -66,6 +66,7 @@ describe("defects found by the fault tests, fixed (regression tests)", () => {
       azure(
         azureFetch((what, init) => {
           if (what === "lease:acquire") return reply(201);
+          if (what === "HEAD") return reply(200, { "x-ms-blob-type": "PageBlob", etag: '"0x1"' });
           if (what === "properties") return reply(500);
           if (what === "metadata") return reply(200);
           return hanging("", init);

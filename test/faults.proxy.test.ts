@@ -261,6 +261,9 @@ describe("the library through the proxy", () => {
       status: 503,
       retryable: true,
     });
-    expect(p.counts().status).toBe(1);
+    // the lease request got the 503; the HEAD sent beside it (the blob's type and counter) gets
+    // one too, but a failed lease does not wait for it, so it may still be on its way
+    expect(p.counts().status).toBeGreaterThanOrEqual(1);
+    expect(p.counts().status).toBeLessThanOrEqual(2);
   });
 });
