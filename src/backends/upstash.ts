@@ -1,6 +1,6 @@
 /**
  * The Upstash Redis backend: speaks Upstash's REST API with `fetch` only, no client library.
- * Each operation is one Lua script and one HTTP round trip.
+ * Each operation is one Lua script and one HTTP round trip (inspect: see below).
  *
  * Keys, for a lock named `n` and the default prefix: `leasehold:{n}` holds the lease (a string
  * `nonce|token|owner` with a PX expiry) and `leasehold:{n}:fence` the fencing counter, which
@@ -13,12 +13,15 @@
  * eviction on can do the same by evicting either key: keep eviction off (the default). Treat
  * Upstash locks as efficiency locks (no duplicate work) unless the fenced resource survives such
  * a loss on its own. Each backend remembers the highest token it has seen per lock name (the
- * last 4 096 names) and refuses a lease whose token is not higher, so a counter that went back is
+ * last 4 096 names) and refuses a lease whose token is not above the highest seen before the
+ * request was sent (non-retryable, and the lock is freed again), so a counter that went back is
  * an error rather than a repeated token, as far as this backend instance can tell.
  *
  * `inspect` (behind `holder()` and `leasehold status`) runs its script with `EVAL_RO`, so a
- * read-only token can use it. Upstash's plan limits (`ERR max daily request limit exceeded`,
- * `ERR max request size exceeded`, ...) are non-retryable errors.
+ * read-only token can use it; when the token may not run `EVAL_RO` (NOPERM) or the server does
+ * not know it, it reads with `GET` and `PTTL` in one pipeline from then on. Upstash's plan
+ * limits (`ERR max daily request limit exceeded`, `ERR max request size exceeded`, ...) are
+ * non-retryable errors.
  *
  * @example From the environment (Node, Bun, Deno)
  * ```ts
