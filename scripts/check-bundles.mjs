@@ -27,7 +27,7 @@ const ADAPTERS = {
   "./upstash": { markers: [/upstash/i, /redis\.call/], stem: "upstash", factory: "upstash" },
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
 };
-const BUDGET = 4096; // DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
+const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
 
 const subpaths = Object.keys(pkg.exports).filter((s) => s !== "./package.json");
 const problems = [];

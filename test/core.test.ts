@@ -1,4 +1,4 @@
-// Unit tests of the time and safety rules (DESIGN section 4) with fake timers. The backend is
+// Unit tests of the time and safety rules (docs/DESIGN.md §4) with fake timers. The backend is
 // memory() with single methods replaced where a test needs a fault the real store cannot make
 // (a hang, a late reply, a failure): that is the only mocking here.
 import { runInNewContext } from "node:vm";

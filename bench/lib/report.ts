@@ -213,7 +213,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
   out.push("", "## Headline", "", ...headline(res), "");
 
-  out.push("## Targets (DESIGN.md section 7)", "", "| target | this run | |", "|---|---|---|");
+  out.push("## Targets (docs/DESIGN.md §7)", "", "| target | this run | |", "|---|---|---|");
   for (const t of targets) out.push(`| ${t.target} | ${t.result} | ${mark(t.met)} |`);
   out.push("");
   if (analysis.length) out.push("## Where a target is missed, and why", "", ...analysis, "");
@@ -358,7 +358,7 @@ function explain(res: Results): string[] {
       "",
       "On loopback the floor is a fraction of a millisecond, so a fixed per-operation cost of tens of µs is more than 5 %; against a real Upstash or Azure endpoint (round trips of one to tens of ms) the same cost is well under it. What that cost is made of (CPU profile with `--cpu-prof`, and the micro-costs in section 1):",
       "",
-      `- every request gets its own timeout signal (an AbortController and a timer, ${sig?.toFixed(1)} µs on ${r0.runtime}) so that a hung request never outlives the lease (DESIGN section 4), and the runtime's \`fetch\` does extra work for a request that has a signal; the lease arms its deadline and renewal timers;`,
+      `- every request gets its own timeout signal (an AbortController and a timer, ${sig?.toFixed(1)} µs on ${r0.runtime}) so that a hung request never outlives the lease (docs/DESIGN.md §4.3), and the runtime's \`fetch\` does extra work for a request that has a signal; the lease arms its deadline and renewal timers;`,
       `- a release aborts the lease's signal with a new \`LeaseLostError\`: ${err?.toFixed(1)} µs with its stack trace, ${err0?.toFixed(1)} µs without (on ${r0.runtime});`,
       "- the upstash adapter encodes the script and arguments as JSON and parses the reply; the azure-blob adapter signs every request.",
       "",
@@ -413,7 +413,7 @@ function explain(res: Results): string[] {
         (upNo && azNo
           ? `With election.ts stubbed out (an experiment the bench builds), core + upstash is ${upNo.gzip} B (${up.gzip - upNo.gzip} B less) and core + azure-blob ${azNo.gzip} B. `
           : "") +
-        "Not adopted: moving the election loop to its own entry (`leasehold/election`) would save that, but DESIGN section 3 makes `lead` a member of `Mutex`, and one `createMutex` for locking and electing is the simpler API. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
+        "Not adopted: moving the election loop to its own entry (`leasehold/election`) would save that, but docs/DESIGN.md §3 makes `lead` a member of `Mutex`, and one `createMutex` for locking and electing is the simpler API. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
       "",
     );
   }
