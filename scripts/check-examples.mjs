@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Type-checks every TypeScript example a reader can copy: each ```ts / ```typescript block of
-// README.md and docs/*.md, and each `@example` block of the TSDoc in src/**/*.ts and cli/**/*.ts.
+// the top-level *.md files (README.md, CONTRIBUTING.md, ...) and docs/*.md, and each `@example`
+// block of the TSDoc in src/**/*.ts and cli/**/*.ts.
 //
 // Every example is its own module (an `export {}` is added to one without imports or exports),
 // compiled in memory with tsconfig.test.json's options, so `leasehold` and `leasehold/*` resolve
@@ -128,7 +129,9 @@ function tsdocExamples(path) {
 }
 
 const examples = [
-  ...["README.md", ...files("docs", ".md")].flatMap(markdownExamples),
+  ...[...readdirSync(root).filter((f) => f.endsWith(".md")), ...files("docs", ".md")].flatMap(
+    markdownExamples,
+  ),
   ...[...files("src", ".ts"), ...files("cli", ".ts")].flatMap(tsdocExamples),
 ];
 
