@@ -5,7 +5,7 @@
 //   page-par   lease acquire -> [Set Properties (increment) | Set Metadata (owner)] in parallel   <- chosen
 //   page-only  lease acquire -> Set Properties (increment)   (floor: no owner stored)
 // Each cycle releases the lease afterwards (not timed). Run: npx tsx bench/azure-fence.ts [cycles]
-import { sharedKeyAuth } from "../src/backends/azure-auth.ts";
+import { sharedKeyAuth } from "../src/backends/azure-blob/auth.ts";
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite } from "../test/servers/azurite.ts";
 
 const cycles = Number(process.argv[2] ?? 300);

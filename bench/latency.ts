@@ -19,11 +19,11 @@ import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-bl
 import { Lock } from "@upstash/lock";
 import { Redis } from "@upstash/redis";
 import type { Backend, FetchLike } from "../src/backend.ts";
-import { sharedKeyAuth, stringToSign } from "../src/backends/azure-auth.ts";
-import { azureBlob } from "../src/backends/azure-blob.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { sharedKeyAuth, stringToSign } from "../src/backends/azure-blob/auth.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex, LeaseLostError } from "../src/index.ts";
-import { requestSignal } from "../src/lease.ts";
+import { requestSignal } from "../src/signals.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export type Op = "acquire" | "renew" | "release";

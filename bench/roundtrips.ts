@@ -4,8 +4,8 @@
 import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
 import { Lock } from "@upstash/lock";
 import { Redis } from "@upstash/redis";
-import { azureBlob } from "../src/backends/azure-blob.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import { OPS, type Op } from "./latency.ts";
 import { countingProxy, type Servers } from "./lib/servers.ts";

@@ -107,7 +107,7 @@ try {
     });
   if (env.runtimes.bun) runtimes.push({ id: `bun ${env.runtimes.bun}`, latency: [BUN], cold: [BUN] });
   const missing = [
-    !env.runtimes.node24 && `Node 24 (${NODE24}; run \`npm ci --prefix test/runtimes\`)`,
+    !env.runtimes.node24 && `Node 24 (${NODE24}; test/servers/runtimes.ts could not install it)`,
     !env.runtimes.bun && "Bun",
     !env.runtimes.deno && "Deno",
   ].filter(Boolean) as string[];

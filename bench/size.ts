@@ -35,11 +35,11 @@ const ENTRIES: Record<string, { label: string; code: string }> = {
   },
   upstash: {
     label: "leasehold core + upstash",
-    code: ours('import { upstash } from "../src/backends/upstash.ts";', "upstash(opts)"),
+    code: ours('import { upstash } from "../src/backends/upstash/index.ts";', "upstash(opts)"),
   },
   azure: {
     label: "leasehold core + azure-blob",
-    code: ours('import { azureBlob } from "../src/backends/azure-blob.ts";', "azureBlob(opts)"),
+    code: ours('import { azureBlob } from "../src/backends/azure-blob/index.ts";', "azureBlob(opts)"),
   },
   "upstash-lock": {
     label: "@upstash/lock + @upstash/redis",

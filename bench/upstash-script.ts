@@ -8,7 +8,7 @@
 // every iteration, so drift in the machine's load hits both alike. Medians are reported.
 import { createHash } from "node:crypto";
 import type { FetchLike } from "../src/backend.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { startRedis } from "../test/servers/redis.ts";
 import { startBridge } from "../test/servers/upstash-bridge.ts";
 

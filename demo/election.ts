@@ -3,8 +3,8 @@
 // memory backend, or on Upstash / Azure when their environment variables are set.
 import type { Backend } from "../src/backend.ts";
 import { memory } from "../src/backends/memory.ts";
-import { sleep } from "../src/clock.ts";
 import { createMutex, type Lease } from "../src/index.ts";
+import { sleep } from "../src/time.ts";
 
 const env = process.env;
 

@@ -9,7 +9,8 @@ import { fileURLToPath } from "node:url";
 // - each adapter entry must contain its own marker and no other adapter's,
 // - "./testing" must contain no adapter;
 // and, precisely, the same entries bundled from src/ (esbuild's metafile lists the files pulled
-// in) must pull no src/backends/ file but their own.
+// in) must pull no src/backends/ file but their own and the helpers every backend shares
+// (src/backends/shared/).
 //
 // Size: min+gzip bytes per subpath (all its exports), and of `createMutex` + one backend factory
 // (what an app ships, tree-shaken).
@@ -79,7 +80,10 @@ for (const subpath of subpaths) {
   const source = jsr.exports[subpath];
   const { inputs } = await bundle({ entryPoints: [source] });
   const foreign = inputs.filter(
-    (f) => f.startsWith("src/backends/") && !(own && f.startsWith(`src/backends/${own.stem}`)),
+    (f) =>
+      f.startsWith("src/backends/") &&
+      !f.startsWith("src/backends/shared/") &&
+      !(own && f.startsWith(`src/backends/${own.stem}`)),
   );
   if (foreign.length > 0) problems.push(`${source} (${subpath}) pulls in ${foreign.join(", ")}`);
 }

@@ -29,6 +29,7 @@ const config = typeof tsup === "function" ? await tsup({}) : tsup;
 const entries = (Array.isArray(config) ? config : [config]).flatMap((c) =>
   Array.isArray(c.entry) ? c.entry : Object.values(c.entry ?? {}),
 );
+// Entries are named after their source: src/x/y.ts builds to dist/x/y.js, cli/main.ts to dist/cli/main.js.
 const entrySet = entries.map(norm);
 
 /** The source file a JSR export stands for: mod.ts counts as the one file it re-exports. */
@@ -39,7 +40,7 @@ function sourceOf(file) {
   if (reexports.length !== 1) problem(`mod.ts must re-export exactly one file, found ${reexports.length}`);
   return reexports[0];
 }
-const distOf = (source) => source.replace(/^src\//, "dist/").replace(/\.ts$/, "");
+const distOf = (source) => `dist/${source.replace(/^src\//, "").replace(/\.ts$/, "")}`;
 
 // 1. The same subpaths on npm and JSR.
 const npmSubpaths = Object.keys(pkg.exports).filter((s) => s !== "./package.json");
@@ -81,11 +82,8 @@ for (const entry of entrySet) {
     problem(`tsup entry ${entry} is neither an export nor a bin`);
 }
 for (const bin of bins) {
-  const source = `${norm(bin)
-    .replace(/^dist\//, "src/")
-    .replace(/\.js$/, "")}.ts`;
-  if (!entrySet.includes(source))
-    problem(`bin ${bin}: ${source} is not a tsup entry (or does not exist yet)`);
+  const source = entrySet.find((entry) => `${distOf(entry)}.js` === norm(bin));
+  if (source === undefined) problem(`bin ${bin}: ${source} is not a tsup entry (or does not exist yet)`);
 }
 
 // 4. The build produced every file the exports and bins name.

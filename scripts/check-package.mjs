@@ -33,7 +33,7 @@ const steps = {
   exports: () => exec(process.execPath, ["scripts/check-exports.mjs"]),
   publint: () => exec(bin("publint"), ["--strict"]),
   attw: () => {
-    // The tarball exactly as npm would publish it (no lifecycle scripts: "prepare" installs test deps).
+    // The tarball exactly as npm would publish it (no lifecycle scripts).
     const dir = mkdtempSync(join(tmpdir(), "leasehold-pack-"));
     try {
       const packed = exec("npm", ["pack", "--ignore-scripts", "--silent", "--pack-destination", dir], {

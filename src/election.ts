@@ -1,7 +1,9 @@
 // Leader election on a mutex: the lead loop, leadership changes, health.
-import { aborted, jitter, linkedSignal, sleep } from "./clock.ts";
+
 import type { Lease } from "./lease.ts";
 import { check, checkFunction, checkMs, checkSignal, optionsOf } from "./options.ts";
+import { aborted, linkedSignal } from "./signals.ts";
+import { jitter, sleep, within } from "./time.ts";
 
 /**
  * A change in leadership, as {@link Mutex.watch} reports it.
@@ -115,7 +117,7 @@ export function createElection(m: {
 
     async lead(task, options) {
       const o = optionsOf("lead", options);
-      check(typeof task === "function", "lead", "task must be a function");
+      check(typeof task === "function", "lead:", "task must be a function");
       checkSignal("lead", o.signal);
       checkFunction("lead", "onError", o.onError);
       checkMs("lead", "stopTimeout", o.stopTimeout, true);
@@ -165,11 +167,7 @@ export function createElection(m: {
           // Wait for the task to end, or for the lease to be lost, or, on shutdown, for the task to
           // stop within stopTimeout; then release, so that a follower can lead.
           const ended = await Promise.race([settled, aborted(scope.signal).then(() => undefined)]);
-          if (ended === undefined && !lease.signal.aborted) {
-            const grace = new AbortController();
-            await Promise.race([settled, sleep(stopTimeout, grace.signal).catch(() => {})]);
-            grace.abort();
-          }
+          if (ended === undefined && !lease.signal.aborted) await within(settled, stopTimeout);
           current = undefined;
           await lease.release().catch(tell);
           scope.done();

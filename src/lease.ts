@@ -1,7 +1,9 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
-import { jitter, linkedSignal, now, timer } from "./clock.ts";
-import { BackendError, LeaseLostError } from "./errors.ts";
+import { LeaseLostError } from "./errors.ts";
+import { requestSignal } from "./signals.ts";
+import { now, timer } from "./time.ts";
+import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
 
 /**
  * A held lock. Dispose it with `await using`, or call {@link Lease.release}. While `signal` is
@@ -56,30 +58,13 @@ export interface LeaseInit {
   autoRenew: boolean;
 }
 
-/**
- * A signal for one backend request: aborts with `parent`, or after `ms` with a retryable
- * "no answer" {@link BackendError}. Call `done()` afterwards. @internal
- */
-export function requestSignal(
-  backend: string,
-  op: string,
-  ms: number,
-  parent?: AbortSignal,
-): { signal: AbortSignal; done: () => void } {
-  return linkedSignal(
-    [parent],
-    ms,
-    () => new BackendError(`${op} got no answer within ${Math.round(ms)} ms`, { backend, retryable: true }),
-  );
-}
-
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
 export async function releaseNonce(backend: Backend, key: string, nonce: string, ttl: number): Promise<void> {
-  const attempt = requestSignal(backend.name, "release", Math.max(ttl / 5, 1_000));
+  const bounded = requestSignal(backend.name, "release", quietBound(ttl));
   try {
-    await backend.release({ key, nonce, signal: attempt.signal });
+    await backend.release({ key, nonce, signal: bounded.signal });
   } finally {
-    attempt.done();
+    bounded.done();
   }
 }
 
@@ -114,10 +99,9 @@ export function createLease(init: LeaseInit): Lease {
     if (ctrl.signal.aborted) return Promise.reject(ctrl.signal.reason);
     inflight ??= (async () => {
       const tSend = now();
-      const limit = Math.min(ttl / 5, deadline - tSend);
-      const attempt = requestSignal(backend.name, "renew", limit, ctrl.signal);
+      const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend), ctrl.signal);
       try {
-        const ours = await backend.renew({ key: name, nonce, ttl, signal: attempt.signal });
+        const ours = await backend.renew({ key: name, nonce, ttl, signal: bounded.signal });
         if (ctrl.signal.aborted) throw ctrl.signal.reason;
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("a renewal was answered after its deadline");
@@ -130,7 +114,7 @@ export function createLease(init: LeaseInit): Lease {
         if (!ctrl.signal.aborted) lastError = error;
         throw error;
       } finally {
-        attempt.done();
+        bounded.done();
         inflight = undefined;
       }
     })();
@@ -154,18 +138,17 @@ export function createLease(init: LeaseInit): Lease {
         return;
       }
       renewOnce().then(
-        () => schedule(jitter(ttl / 3, 0.1), 0),
+        () => schedule(renewalDelay(ttl), 0),
         () => {
           if (ctrl.signal.aborted) return;
-          const backoff = jitter(Math.min(25 * 2 ** failures, ttl / 10), 0.1);
-          schedule(Math.min(backoff, deadline - now()), failures + 1);
+          schedule(Math.min(renewalRetryDelay(failures, ttl), deadline - now()), failures + 1);
         },
       );
     });
   };
 
   armDeadline();
-  if (init.autoRenew) schedule(jitter(ttl / 3, 0.1), 0);
+  if (init.autoRenew) schedule(renewalDelay(ttl), 0);
 
   const release = (): Promise<void> =>
     (released ??= (async () => {

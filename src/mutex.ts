@@ -1,6 +1,5 @@
-// createMutex: option checks, tryAcquire, acquire with backoff, run, holder.
+// createMutex: tryAcquire, acquire with backoff, run, holder; the election members come from election.ts.
 import type { Backend } from "./backend.ts";
-import { jitter, linkedSignal, MAX_DELAY, now, sleep } from "./clock.ts";
 import {
   createElection,
   type Health,
@@ -9,8 +8,11 @@ import {
   type WatchOptions,
 } from "./election.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
-import { createLease, type Lease, releaseNonce, requestSignal } from "./lease.ts";
-import { checkFunction, checkMs, checkSignal, optionsOf } from "./options.ts";
+import { createLease, type Lease, releaseNonce } from "./lease.ts";
+import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { linkedSignal, requestSignal } from "./signals.ts";
+import { now, sleep } from "./time.ts";
+import { guardOf, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -113,17 +115,6 @@ export interface Mutex {
   watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }
 
-const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-
-function check(ok: boolean, Err: typeof TypeError | typeof RangeError, message: string): void {
-  if (!ok) throw new Err(`[leasehold] createMutex: ${message}`);
-}
-
-function isNumber(value: unknown): value is number {
-  return typeof value === "number" && Number.isFinite(value);
-}
-
 /**
  * Creates a mutex on `options.name` in `backend`. Checks every option now and throws a
  * `TypeError` or `RangeError` naming the option and its valid values.
@@ -143,68 +134,18 @@ function isNumber(value: unknown): value is number {
  * ```
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {
-  check(typeof backend === "object" && backend !== null, TypeError, "backend must be a Backend object");
-  const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
-    (m) => typeof backend[m] !== "function",
-  );
-  check(typeof backend.name === "string", TypeError, "backend.name must be a string");
-  check(missing.length === 0, TypeError, `backend is missing method(s): ${missing.join(", ")}`);
-  check(typeof options === "object" && options !== null, TypeError, "options must be an object with a name");
-
-  const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;
-  check(typeof name === "string", TypeError, "name must be a string");
-  check(
-    name.length >= 1 && name.length <= 255,
-    RangeError,
-    `name must be 1–255 characters, got ${name.length}`,
-  );
-  check(
-    NAME.test(name) && !name.includes("//") && !name.split("/").some((s) => s === "." || s === ".."),
-    RangeError,
-    `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without // or a . or .. segment`,
-  );
-  check(
-    Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_DELAY,
-    RangeError,
-    `ttl must be an integer number of ms from 10 to ${MAX_DELAY}, got ${String(ttl)}`,
-  );
-  const range = backend.ttlRange;
-  check(
-    !range || (ttl >= range[0] && ttl <= range[1]),
-    RangeError,
-    `ttl must be from ${range?.[0]} to ${range?.[1]} ms for the ${backend.name} backend, got ${ttl}`,
-  );
-  const stopMargin = options.stopMargin ?? Math.min(1_000, ttl / 5);
-  check(
-    isNumber(stopMargin) && stopMargin >= 0 && stopMargin < ttl / 2,
-    RangeError,
-    `stopMargin must be a number of ms ≥ 0 and < ttl / 2 (${ttl / 2}), got ${String(stopMargin)}`,
-  );
-  check(
-    isNumber(retryDelay) && retryDelay >= 0 && retryDelay <= MAX_DELAY,
-    RangeError,
-    `retryDelay must be a number of ms from 0 to ${MAX_DELAY}, got ${String(retryDelay)}`,
-  );
-  check(typeof renew === "boolean", TypeError, "renew must be a boolean");
-  const owner = options.owner ?? crypto.randomUUID();
-  check(
-    typeof owner === "string" && owner.length >= 1 && owner.length <= 256 && !LONE_SURROGATE.test(owner),
-    TypeError,
-    "owner must be a well-formed string of 1–256 characters",
-  );
-
-  // The deadline is t_send + ttl − guard: 1 % for clock-rate differences, 2 ms for timer
-  // granularity, and the stop margin for the holder to wind down.
-  const guard = Math.ceil(0.01 * ttl) + 2 + stopMargin;
+  const { name, ttl, renew, retryDelay, stopMargin, owner } = checkMutexOptions(backend, options);
+  // The deadline is t_send + ttl − guard (docs/DESIGN.md §4.2).
+  const guard = guardOf(ttl, stopMargin);
   const backendName = backend.name;
 
-  /** Frees a lock we may have taken without knowing it (the reply was lost). Best effort. */
-  const forget = (nonce: string): void => {
+  /** Frees, in the background, a lock we may have taken without knowing it (the reply was lost). */
+  const releaseInBackground = (nonce: string): void => {
     releaseNonce(backend, name, nonce, ttl).catch(() => {});
   };
 
   /** One acquire request, bounded by the time after which its lease would be born dead. */
-  const attempt = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
+  const acquireOnce = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
     const bounded = requestSignal(backendName, "acquire", limit, signal);
@@ -214,7 +155,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       result = await backend.acquire({ key: name, owner, nonce, ttl, signal: bounded.signal });
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
-      if (!(error instanceof BackendError && !error.retryable)) forget(nonce);
+      if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(nonce);
       throw error;
     } finally {
       bounded.done();
@@ -224,7 +165,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
     }
     if (!Number.isSafeInteger(result.token)) {
-      forget(nonce);
+      releaseInBackground(nonce);
       throw new BackendError("acquire answered without a valid fencing token", {
         backend: backendName,
         retryable: false,
@@ -232,11 +173,11 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     }
     if (now() >= tSend + limit) {
       // Answered so late that the lease would already be past its deadline.
-      forget(nonce);
+      releaseInBackground(nonce);
       return { retryAfter: 0 };
     }
     if (signal?.aborted) {
-      forget(nonce);
+      releaseInBackground(nonce);
       throw signal.reason;
     }
     return createLease({
@@ -281,11 +222,10 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
     try {
       for (let failures = 0; ; failures++) {
-        // Exponential from 25 ms, capped by retryDelay, jittered into [0.6, 1] of that.
-        let wait = jitter(0.8 * Math.min(retryDelay, 25 * 2 ** Math.min(failures, 30)), 0.25);
+        let wait = waitDelay(failures, retryDelay);
         pending = true;
         try {
-          const result = await attempt(outer.signal);
+          const result = await acquireOnce(outer.signal);
           if (isLease(result)) return result;
           answered = true;
           lastError = undefined;
@@ -311,7 +251,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   const holder: Mutex["holder"] = async (options) => {
     const { signal } = optionsOf("holder", options);
     checkSignal("holder", signal);
-    const bounded = requestSignal(backendName, "inspect", Math.max(ttl / 5, 1_000), signal);
+    const bounded = requestSignal(backendName, "inspect", quietBound(ttl), signal);
     try {
       const info = await backend.inspect(name, bounded.signal);
       return info ? { owner: info.owner, token: info.token } : null;
@@ -327,7 +267,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
       signal?.throwIfAborted();
-      const result = await attempt(signal);
+      const result = await acquireOnce(signal);
       return isLease(result) ? result : null;
     },
     acquire,

@@ -1,22 +1,123 @@
-// Checks of the options a caller passes at run time (acquire, lead, watch): the same TypeError
-// and RangeError shape as createMutex's, naming the method, the option and what is valid.
+// Option checks: createMutex's, and those of the calls made later (acquire, lead, watch). Every
+// bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
+// wrong and what is valid, made by the one helper `fail` (the backends use it too).
+import type { Backend } from "./backend.ts";
+import type { MutexOptions } from "./mutex.ts";
+import { MAX_DELAY } from "./time.ts";
+import { defaultStopMargin } from "./timing.ts";
 
-/** Throws `new Err("[leasehold] <where>: <message>")` unless `ok`. */
+/**
+ * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
+ * backend (`"[upstash]"`).
+ */
+export function fail(
+  where: string,
+  message: string,
+  Err: typeof TypeError | typeof RangeError = TypeError,
+): never {
+  throw new Err(`[leasehold] ${where} ${message}`);
+}
+
+/** {@link fail} unless `ok`. */
 export function check(
   ok: boolean,
   where: string,
   message: string,
   Err: typeof TypeError | typeof RangeError = TypeError,
 ): asserts ok {
-  if (!ok) throw new Err(`[leasehold] ${where}: ${message}`);
+  if (!ok) fail(where, message, Err);
 }
 
-/** The options object of `where`: `undefined` becomes `{}`; anything but an object is a TypeError. */
+/** A finite number. */
+export function isNumber(value: unknown): value is number {
+  return typeof value === "number" && Number.isFinite(value);
+}
+
+/** What a value is, for a message: its type, or `null`; never its content (it may be a secret). */
+function kind(value: unknown): string {
+  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+}
+
+const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/** createMutex's options, checked, with their defaults. */
+export interface CheckedMutexOptions {
+  name: string;
+  ttl: number;
+  renew: boolean;
+  retryDelay: number;
+  stopMargin: number;
+  owner: string;
+}
+
+/** Checks the backend and every option of createMutex; fills in the defaults. */
+export function checkMutexOptions(backend: Backend, options: MutexOptions): CheckedMutexOptions {
+  const at = "createMutex:";
+  check(typeof backend === "object" && backend !== null, at, "backend must be a Backend object");
+  const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
+    (m) => typeof backend[m] !== "function",
+  );
+  check(typeof backend.name === "string", at, "backend.name must be a string");
+  check(missing.length === 0, at, `backend is missing method(s): ${missing.join(", ")}`);
+  check(typeof options === "object" && options !== null, at, "options must be an object with a name");
+
+  const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;
+  check(typeof name === "string", at, "name must be a string");
+  check(
+    name.length >= 1 && name.length <= 255,
+    at,
+    `name must be 1-255 characters, got ${name.length}`,
+    RangeError,
+  );
+  check(
+    NAME.test(name) && !name.includes("//") && !name.split("/").some((s) => s === "." || s === ".."),
+    at,
+    `name ${JSON.stringify(name)} is invalid: use letters, digits and - _ . : / @ +, not starting or ending with / or ., without // or a . or .. segment`,
+    RangeError,
+  );
+  check(
+    Number.isSafeInteger(ttl) && ttl >= 10 && ttl <= MAX_DELAY,
+    at,
+    `ttl must be an integer number of ms from 10 to ${MAX_DELAY}, got ${String(ttl)}`,
+    RangeError,
+  );
+  const range = backend.ttlRange;
+  check(
+    !range || (ttl >= range[0] && ttl <= range[1]),
+    at,
+    `ttl must be from ${range?.[0]} to ${range?.[1]} ms for the ${backend.name} backend, got ${ttl}`,
+    RangeError,
+  );
+  const stopMargin = options.stopMargin ?? defaultStopMargin(ttl);
+  check(
+    isNumber(stopMargin) && stopMargin >= 0 && stopMargin < ttl / 2,
+    at,
+    `stopMargin must be a number of ms >= 0 and < ttl / 2 (${ttl / 2}), got ${String(stopMargin)}`,
+    RangeError,
+  );
+  check(
+    isNumber(retryDelay) && retryDelay >= 0 && retryDelay <= MAX_DELAY,
+    at,
+    `retryDelay must be a number of ms from 0 to ${MAX_DELAY}, got ${String(retryDelay)}`,
+    RangeError,
+  );
+  check(typeof renew === "boolean", at, "renew must be a boolean");
+  const owner = options.owner ?? crypto.randomUUID();
+  check(
+    typeof owner === "string" && owner.length >= 1 && owner.length <= 256 && !LONE_SURROGATE.test(owner),
+    at,
+    "owner must be a well-formed string of 1-256 characters",
+  );
+  return { name, ttl, renew, retryDelay, stopMargin, owner };
+}
+
+/** The options object of the call `where`: `undefined` becomes `{}`; anything but an object is a TypeError. */
 export function optionsOf<T extends object>(where: string, options: T | undefined): Partial<T> {
   if (options === undefined) return {};
   check(
     typeof options === "object" && options !== null,
-    where,
+    `${where}:`,
     `options must be an object, got ${kind(options)}`,
   );
   return options;
@@ -31,27 +132,26 @@ export function checkSignal(where: string, signal: unknown): asserts signal is A
         s !== null &&
         typeof s.aborted === "boolean" &&
         typeof s.addEventListener === "function"),
-    where,
+    `${where}:`,
     `signal must be an AbortSignal, got ${kind(signal)}`,
   );
 }
 
 /** Checks that `fn`, when given, is a function. */
 export function checkFunction(where: string, name: string, fn: unknown): void {
-  check(fn === undefined || typeof fn === "function", where, `${name} must be a function, got ${kind(fn)}`);
-}
-
-/** Checks that `ms`, when given, is a number of ms ≥ 0 (finite unless `infinite`). */
-export function checkMs(where: string, name: string, ms: unknown, infinite = false): void {
   check(
-    ms === undefined || (typeof ms === "number" && ms >= 0 && (infinite || Number.isFinite(ms))),
-    where,
-    `${name} must be a ${infinite ? "" : "finite "}number of ms >= 0, got ${typeof ms === "number" ? ms : kind(ms)}`,
-    typeof ms === "number" ? RangeError : TypeError,
+    fn === undefined || typeof fn === "function",
+    `${where}:`,
+    `${name} must be a function, got ${kind(fn)}`,
   );
 }
 
-/** What a value is, for a message: its type, or `null`; never its content (it may be a secret). */
-function kind(value: unknown): string {
-  return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
+/** Checks that `ms`, when given, is a number of ms >= 0 (finite unless `infinite`). */
+export function checkMs(where: string, name: string, ms: unknown, infinite = false): void {
+  check(
+    ms === undefined || (typeof ms === "number" && ms >= 0 && (infinite || Number.isFinite(ms))),
+    `${where}:`,
+    `${name} must be a ${infinite ? "" : "finite "}number of ms >= 0, got ${typeof ms === "number" ? ms : kind(ms)}`,
+    typeof ms === "number" ? RangeError : TypeError,
+  );
 }

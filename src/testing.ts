@@ -25,10 +25,10 @@
  * @module
  */
 import type { Backend } from "./backend.ts";
-import { sleep } from "./clock.ts";
 import { isLockError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 import { createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
+import { sleep } from "./time.ts";
 
 /** Options of {@link conformanceChecks} and {@link testBackend}. */
 export interface ConformanceOptions {

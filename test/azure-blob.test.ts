@@ -16,8 +16,12 @@ import {
 } from "@azure/storage-blob";
 import { describe, expect, expectTypeOf, inject, it } from "vitest";
 import type { FetchLike } from "../src/backend.ts";
-import { stringToSign } from "../src/backends/azure-auth.ts";
-import { type AzureBlobOptions, azureBlob, type TokenCredentialLike } from "../src/backends/azure-blob.ts";
+import { stringToSign } from "../src/backends/azure-blob/auth.ts";
+import {
+  type AzureBlobOptions,
+  azureBlob,
+  type TokenCredentialLike,
+} from "../src/backends/azure-blob/index.ts";
 import { createMutex } from "../src/index.ts";
 import {
   type AccountAnswer,
@@ -693,7 +697,7 @@ describe("azure-blob on Azurite", () => {
       [
         "bad accountUrl",
         { ...base, accountUrl: "not a url", container: "locks" },
-        /options\.accountUrl is not a valid URL/,
+        /options\.accountUrl must be an http\(s\) URL, got something that is not a URL/,
       ],
       [
         "accountUrl with a query",

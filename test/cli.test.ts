@@ -1,4 +1,4 @@
-// The `leasehold` command, run as real processes from the source (node --import tsx src/cli.ts)
+// The `leasehold` command, run as real processes from the source (node --import tsx cli/main.ts)
 // against the shared Upstash bridge, and once each on Bun, Deno and Azurite.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync, rmSync } from "node:fs";
@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { upstash } from "../src/backends/upstash.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import { killAll } from "./servers/children.ts";
 
@@ -28,9 +28,9 @@ const bare: Record<string, string | undefined> = Object.fromEntries(
 const upstashEnv = { ...bare, UPSTASH_REDIS_REST_URL: ctx.url, UPSTASH_REDIS_REST_TOKEN: ctx.token };
 
 const RUNTIMES = {
-  node: [process.execPath, "--import", "tsx", "src/cli.ts"],
-  bun: ["node_modules/.bin/bun", "src/cli.ts"],
-  deno: ["node_modules/.bin/deno", "run", "--allow-all", "src/cli.ts"],
+  node: [process.execPath, "--import", "tsx", "cli/main.ts"],
+  bun: ["node_modules/.bin/bun", "cli/main.ts"],
+  deno: ["node_modules/.bin/deno", "run", "--allow-all", "cli/main.ts"],
 } as const;
 
 interface Run {

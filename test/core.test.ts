@@ -499,8 +499,8 @@ describe("run", () => {
 describe("options are checked at createMutex", () => {
   const ok = memory();
   it.each([
-    [{ name: "" }, RangeError, /name must be 1–255/],
-    [{ name: "x".repeat(256) }, RangeError, /name must be 1–255/],
+    [{ name: "" }, RangeError, /name must be 1-255/],
+    [{ name: "x".repeat(256) }, RangeError, /name must be 1-255/],
     [{ name: "a b" }, RangeError, /name "a b" is invalid/],
     [{ name: "a//b" }, RangeError, /invalid/],
     [{ name: "ends." }, RangeError, /invalid/],
@@ -516,7 +516,7 @@ describe("options are checked at createMutex", () => {
     [{ name: "n", stopMargin: -1 }, RangeError, /stopMargin/],
     [{ name: "n", retryDelay: -1 }, RangeError, /retryDelay must be a number of ms from 0/],
     [{ name: "n", renew: "yes" }, TypeError, /renew must be a boolean/],
-    [{ name: "n", owner: "" }, TypeError, /owner must be a well-formed string of 1–256/],
+    [{ name: "n", owner: "" }, TypeError, /owner must be a well-formed string of 1-256/],
     [{ name: "n", owner: "a\uD800b" }, TypeError, /owner must be a well-formed string/],
   ])("%o", (options, ErrorType, message) => {
     expect(() => createMutex(ok, options as never)).toThrow(ErrorType);

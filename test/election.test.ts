@@ -3,7 +3,6 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../src/backend.ts";
 import { memory } from "../src/backends/memory.ts";
-import { sleep } from "../src/clock.ts";
 import {
   BackendError,
   createMutex,
@@ -11,6 +10,7 @@ import {
   type Lease,
   LeaseLostError,
 } from "../src/index.ts";
+import { sleep } from "../src/time.ts";
 
 const untilAborted = (signal: AbortSignal) =>
   new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

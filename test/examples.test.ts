@@ -14,7 +14,7 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { upstash as upstashBackend } from "../src/backends/upstash.ts";
+import { upstash as upstashBackend } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import { killAll } from "./servers/children.ts";
 import { listenLoopback } from "./servers/listen.ts";

@@ -1,8 +1,8 @@
 // Defects found by the fault, property and secrets work of issue 8, one regression test each.
 // Each states the correct behaviour; the comments say what was wrong and how src was fixed.
 import { describe, expect, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex, type FetchLike, isLockError } from "../src/index.ts";
 
 /** A fetch that never answers (like a black-holed request) but honours its signal, as fetch does. */
@@ -56,7 +56,7 @@ describe("defects found by the fault tests, fixed (regression tests)", () => {
     expect(outcome).toBe("LockError");
   });
 
-  // src/backends/azure-blob.ts acquire: when the fence or owner write fails after the lease was
+  // src/backends/azure-blob/index.ts acquire: when the fence or owner write fails after the lease was
   // taken, it `await`s the give-back release with its own AbortSignal.timeout(5_000), not linked to
   // the caller's signal. acquire({ timeout: 200 }) then rejects ~5 s late when that release hangs.
   // Fix: do not await it — `lease(path, {...release}, AbortSignal.timeout(5_000)).catch(() => {});`
@@ -79,7 +79,7 @@ describe("defects found by the fault tests, fixed (regression tests)", () => {
     expect(performance.now() - t0).toBeLessThan(1_000);
   });
 
-  // src/backends/azure-blob.ts acquire reads the fence with Number(header): "0x10", "1e3", " 7",
+  // src/backends/azure-blob/index.ts acquire reads the fence with Number(header): "0x10", "1e3", " 7",
   // "+7", "7.0" are taken as tokens 16, 1000, 7, 7, 7. Azure only sends decimal digits; anything
   // else is a malformed answer and must not become a fencing token.
   // Fix: `const raw = fence.value.header("x-ms-blob-sequence-number") ?? "";
@@ -151,7 +151,7 @@ describe("defects found by the fault tests, fixed (regression tests)", () => {
     expect(`${String(error)} ${String((error as Error).cause)}`).not.toContain(password);
   });
 
-  // src/backends/azure-blob.ts failure() puts the error code (the x-ms-error-code header, or the
+  // src/backends/azure-blob/index.ts failure() puts the error code (the x-ms-error-code header, or the
   // body's <Code>) into the message unredacted. A proxy or gateway that echoes the request there
   // leaks the SAS signature or bearer token (upstash redacts its bodies; azure does not).
   // Fix in failure(): `const code = /^[A-Za-z0-9]{1,64}$/.test(errorCode(r)) ? errorCode(r) : "";`

@@ -1,4 +1,4 @@
-// What every HTTP backend request does (src/http.ts), through the upstash backend against the real
+// What every HTTP backend request does (src/backends/shared/http.ts), through the upstash backend against the real
 // redis-server behind the shared bridge: no framework cache can answer for the server, no redirect
 // is followed, and no reply is read past the size cap. The "other server" and the padded replies
 // come from small local HTTP servers here, because the bridge cannot produce them: each says so.
@@ -7,8 +7,8 @@ import type { AddressInfo } from "node:net";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../src/backend.ts";
-import { upstash } from "../src/backends/upstash.ts";
-import { MAX_REPLY_BYTES } from "../src/http.ts";
+import { MAX_REPLY_BYTES } from "../src/backends/shared/http.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { BackendError, createMutex, LeaseLostError } from "../src/index.ts";
 
 const ctx = inject("upstash");

@@ -9,9 +9,9 @@
 import { createServer, type Server } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
 import { memory } from "../src/backends/memory.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../src/index.ts";
 import { listenLoopback } from "./servers/listen.ts";
 
@@ -573,7 +573,7 @@ const azureReply = (ok: number) =>
 function azureToken(ex: Exchange): number | undefined {
   const seq = new Headers(ex.reply.headers).get("x-ms-blob-sequence-number");
   if (!ex.delivered || ex.reply.status !== 200 || seq === null) return undefined;
-  // Lenient on the header's spelling, as src/backends/azure-blob.ts is today (Number(…)); see the
+  // Lenient on the header's spelling, as src/backends/azure-blob/index.ts is today (Number(…)); see the
   // it.fails below for the strict rule.
   const n = Number(seq);
   return Number.isSafeInteger(n) && n > 0 ? n : undefined;

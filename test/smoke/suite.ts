@@ -15,9 +15,9 @@
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
 //   while the blob lease still excludes the other mutex (the guard works), and after the lost
 //   lease is released the other mutex takes over with a greater token.
-import type * as AzureBlobModule from "../../src/backends/azure-blob.ts";
+import type * as AzureBlobModule from "../../src/backends/azure-blob/index.ts";
 import type * as MemoryModule from "../../src/backends/memory.ts";
-import type * as UpstashModule from "../../src/backends/upstash.ts";
+import type * as UpstashModule from "../../src/backends/upstash/index.ts";
 import type * as Core from "../../src/index.ts";
 
 /** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`. */

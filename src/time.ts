@@ -1,4 +1,4 @@
-// Monotonic time, timers that never keep a process alive, sleeping with a signal, jitter.
+// Time: the monotonic clock, timers that never keep a process alive, sleeping, jitter.
 
 /** Monotonic milliseconds. Never goes back; unaffected by wall-clock changes. */
 export function now(): number {
@@ -64,40 +64,15 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /**
- * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
- * is finite, after `ms` (with `reason()`). Call `done()` when finished so no timer or listener stays.
+ * Resolves with `promise`'s value, or with `undefined` after `ms` if it has not settled by then
+ * (a rejection counts as settling with `undefined`). The timer is cleared either way.
  */
-export function linkedSignal(
-  parents: readonly (AbortSignal | undefined)[],
-  ms: number = Number.POSITIVE_INFINITY,
-  reason: () => unknown = () => undefined,
-): { signal: AbortSignal; done: () => void } {
-  const ctrl = new AbortController();
-  const sources = parents.filter((p): p is AbortSignal => p !== undefined);
-  const first = sources.find((p) => p.aborted);
-  if (first) {
-    ctrl.abort(first.reason);
-    return { signal: ctrl.signal, done: () => {} };
+export async function within<T>(promise: Promise<T>, ms: number): Promise<T | undefined> {
+  let cancel = (): void => {};
+  const late = new Promise<undefined>((resolve) => (cancel = timer(ms, () => resolve(undefined), true)));
+  try {
+    return await Promise.race([promise.catch(() => undefined), late]);
+  } finally {
+    cancel();
   }
-  const detach = sources.map((p) => {
-    const onAbort = () => ctrl.abort(p.reason);
-    p.addEventListener("abort", onAbort, { once: true });
-    return () => p.removeEventListener("abort", onAbort);
-  });
-  const cancel = timer(ms, () => ctrl.abort(reason()));
-  return {
-    signal: ctrl.signal,
-    done: () => {
-      cancel();
-      for (const off of detach) off();
-    },
-  };
-}
-
-/** Resolves (never rejects) when `signal` aborts. */
-export function aborted(signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal.aborted) resolve();
-    else signal.addEventListener("abort", () => resolve(), { once: true });
-  });
 }

@@ -33,9 +33,14 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../backend.ts";
-import { BackendError } from "../errors.ts";
-import { redact, send } from "../http.ts";
+import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { check as checkAt } from "../../options.ts";
+import { redact, send } from "../shared/http.ts";
+import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
+import { ACQUIRE, INSPECT, parseValue, RELEASE, RENEW } from "./scripts.ts";
+
+export { fromEnv } from "./env.ts";
 
 /** Options of {@link upstash}. */
 export interface UpstashOptions {
@@ -60,43 +65,6 @@ export type UpstashEnv = object;
 
 const NAME = "upstash";
 
-// KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
-// Free: bump the fence, set the lock and return {1, token}. Already ours (a retried acquire):
-// extend and return {2, token}, the same token. Taken: return the holder's value and PTTL.
-const ACQUIRE = `local v=redis.call("GET",KEYS[1])
-if v then
-if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
-redis.call("PEXPIRE",KEYS[1],ARGV[2])
-return {2,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
-end
-return {0,v,redis.call("PTTL",KEYS[1])}
-end
-local t=redis.call("INCR",KEYS[2])
-redis.call("SET",KEYS[1],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
-return {1,t}`;
-
-// KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
-const RENEW = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
-return 0`;
-
-// KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
-const RELEASE = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
-return 0`;
-
-// KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: run with EVAL_RO.
-const INSPECT = `local v=redis.call("GET",KEYS[1])
-if not v then return nil end
-return {v,redis.call("PTTL",KEYS[1])}`;
-
-function parseValue(value: string): { owner: string; token: number } | null {
-  const m = /^[^|]*\|(\d+)\|/.exec(value);
-  const token = m ? Number(m[1]) : Number.NaN;
-  return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
-}
-
-/** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
 const LIMIT_HINT =
@@ -106,7 +74,7 @@ const READ_ONLY_HINT =
   ": the token is read-only (or restricted). A read-only token can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
 
 function check(ok: boolean, message: string): void {
-  if (!ok) throw new TypeError(`[leasehold] [upstash] ${message}`);
+  checkAt(ok, `[${NAME}]`, message);
 }
 
 /**
@@ -128,26 +96,16 @@ function check(ok: boolean, message: string): void {
  * ```
  */
 export function upstash(options: UpstashOptions): Backend {
-  const { url, token, prefix = "leasehold:", fetch: fetchOption } = options ?? ({} as UpstashOptions);
+  const { url, token, prefix = "leasehold:" } = options ?? ({} as UpstashOptions);
   check(typeof url === "string" && url !== "", "option url is required: the database's REST URL");
-  let parsed: URL | undefined;
-  try {
-    parsed = new URL(url);
-  } catch {
-    // reported below
-  }
-  // Only the scheme is shown: a redis:// URL carries the password.
-  const scheme = parsed ? parsed.protocol : "no URL";
-  const hint = /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "";
-  check(/^https?:$/.test(scheme), `option url must be an http(s) URL, got ${scheme}${hint}`);
-  // fetch would quote such a URL, password included, in its errors.
-  check(!parsed?.username && !parsed?.password, "option url must not contain a user name or password");
+  httpUrl(`[${NAME}]`, "option url", url, (scheme) =>
+    /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "",
+  );
   check(typeof token === "string" && token !== "", "option token is required: the database's REST token");
   // A token that is not a valid header value would make fetch throw with the value in its message.
   check(/^[\x21-\x7e]+$/.test(token), "option token contains characters that are not allowed in a header");
   check(typeof prefix === "string", "option prefix must be a string");
-  check(fetchOption === undefined || typeof fetchOption === "function", "option fetch must be a function");
-  const fetchFn: FetchLike = fetchOption ?? ((u, init) => fetch(u, init));
+  const fetchFn = fetchOption(`[${NAME}]`, options.fetch);
   const endpoint = `${url.replace(/\/+$/, "")}/`;
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const secrets = [token];
@@ -179,7 +137,7 @@ export function upstash(options: UpstashOptions): Backend {
       secrets,
     );
     const { status } = reply;
-    if (status === 401 || status === 403) {
+    if (authStatus(status)) {
       throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
         backend: NAME,
         status,
@@ -220,7 +178,7 @@ export function upstash(options: UpstashOptions): Backend {
     return new BackendError(text ? text + http + why : `HTTP ${status}`, {
       backend: NAME,
       status,
-      retryable: !limit && (status >= 500 || status === 408 || status === 429 || transient),
+      retryable: !limit && (retryableStatus(status) || transient),
       auth,
     });
   }
@@ -369,45 +327,4 @@ export function upstash(options: UpstashOptions): Backend {
       throw malformed(r);
     },
   };
-}
-
-/**
- * Creates an Upstash Redis backend from `UPSTASH_REDIS_REST_URL` and `UPSTASH_REDIS_REST_TOKEN`
- * (or Vercel's `KV_REST_API_URL` and `KV_REST_API_TOKEN`).
- *
- * @param env Where to read the variables: Workers' `env` binding, or any record. Default:
- *   `process.env` (Node, Bun) or `Deno.env` (Deno, needs `--allow-env`).
- * @param options The other {@link UpstashOptions}: `fetch` and `prefix`.
- * @returns The backend, as {@link upstash} makes it.
- * @throws {TypeError} When a variable is missing or invalid.
- *
- * @example In a Cloudflare Worker
- * ```ts
- * import { createMutex } from "leasehold";
- * import { fromEnv } from "leasehold/upstash";
- *
- * export default {
- *   async scheduled(_controller, env, ctx) {
- *     const lease = await createMutex(fromEnv(env), { name: "cron" }).tryAcquire();
- *     if (lease) ctx.waitUntil(doWork(lease.signal).finally(() => lease.release()));
- *   },
- * };
- * ```
- */
-export function fromEnv(env?: UpstashEnv, options?: Omit<UpstashOptions, "url" | "token">): Backend {
-  const read = env ? (name: string) => (env as Record<string, unknown>)[name] : readGlobalEnv;
-  const url = read("UPSTASH_REDIS_REST_URL") || read("KV_REST_API_URL");
-  const token = read("UPSTASH_REDIS_REST_TOKEN") || read("KV_REST_API_TOKEN");
-  check(typeof url === "string" && url !== "", "UPSTASH_REDIS_REST_URL is not set");
-  check(typeof token === "string" && token !== "", "UPSTASH_REDIS_REST_TOKEN is not set");
-  return upstash({ ...options, url: url as string, token: token as string });
-}
-
-function readGlobalEnv(name: string): unknown {
-  const g = globalThis as {
-    process?: { env?: Record<string, string | undefined> };
-    Deno?: { env?: { get(name: string): string | undefined } };
-  };
-  if (g.Deno?.env) return g.Deno.env.get(name);
-  return g.process?.env?.[name];
 }

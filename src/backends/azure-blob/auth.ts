@@ -1,5 +1,7 @@
 // Azure Storage credentials for the azure-blob backend: connection strings, SharedKey signing with
 // WebCrypto, SAS tokens and bearer tokens from a TokenCredential. Internal: not a package entry.
+import { fail as failAt } from "../../options.ts";
+import { abortable } from "../../signals.ts";
 
 /**
  * A credential shaped like `@azure/identity`'s `TokenCredential`, such as
@@ -43,7 +45,7 @@ const REFRESH_MARGIN = 120_000;
 const enc = new TextEncoder();
 
 function fail(message: string): never {
-  throw new TypeError(`[leasehold] [azure-blob] ${message}`);
+  return failAt("[azure-blob]", message);
 }
 
 /** Whether `s` is standard base64 that decodes to at least one byte. */
@@ -210,16 +212,6 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
   };
 }
 
-/** `promise`, or a rejection with `signal.reason` as soon as `signal` aborts. */
-function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
-}
-
 /**
  * Bearer (Microsoft Entra ID): `Authorization: Bearer <token>` from `credential.getToken`, cached
  * until 2 minutes before it expires; concurrent requests share one refresh. A token with
@@ -241,7 +233,7 @@ export function bearerAuth(credential: TokenCredentialLike): Auth {
         pending ??= credential.getToken(SCOPE, {}).finally(() => {
           pending = undefined;
         });
-        const got = await (signal ? untilAborted(pending, signal) : pending);
+        const got = await (signal ? abortable(pending, signal) : pending);
         if (!got || typeof got.token !== "string" || got.token === "") {
           throw new TypeError("[leasehold] [azure-blob] options.credential.getToken returned no token");
         }

@@ -1,6 +1,6 @@
 // Shared by the HTTP backends: one request, mapped to BackendError with secrets removed.
-import type { FetchLike } from "./backend.ts";
-import { BackendError } from "./errors.ts";
+import type { FetchLike } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
 
 /**
  * The largest reply body leasehold reads, in bytes. Every answer it expects is a few hundred

@@ -1,0 +1,114 @@
+// The command line's arguments: options first, then the command to run.
+import { hostname } from "node:os";
+import process from "node:process";
+import { type CommandName, FLAGS, HELP } from "./help.ts";
+import { UsageError } from "./output.ts";
+
+/** What the arguments ask for. */
+export interface Options {
+  command: CommandName;
+  name: string;
+  backend?: string;
+  container?: string;
+  createContainer: boolean;
+  ttl: number;
+  grace?: number;
+  retryDelay: number;
+  owner: string;
+  wait: boolean;
+  timeout?: number;
+  quiet: boolean;
+  json: boolean;
+  /** What happens to processes the command leaves in its group when it exits: wait for them, or stop them. */
+  children: "wait" | "kill";
+  argv: string[];
+}
+
+function ms(flag: string, text: string): number {
+  if (!/^\d+$/.test(text))
+    throw new UsageError(`${flag} must be a whole number of ms, got ${JSON.stringify(text)}`);
+  return Number(text);
+}
+
+/**
+ * Options come first, then the command: parsing stops at `--` or at the first argument that is
+ * not an option, as with env(1) and timeout(1), so the command's own flags stay its own.
+ */
+export function parse(args: readonly string[]): Options | { help: string } {
+  const [command, ...rest] = args;
+  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
+    return { help: HELP.main };
+  }
+  if (command !== "exec" && command !== "lead" && command !== "status") {
+    throw new UsageError(`unknown command ${JSON.stringify(command)}: use exec, lead or status`);
+  }
+  const values = new Map<string, string | true>();
+  let i = 0;
+  for (; i < rest.length; i++) {
+    const arg = rest[i]!;
+    if (arg === "--") {
+      i++;
+      break;
+    }
+    if (arg === "-h" || arg === "--help") return { help: HELP[command] };
+    if (!arg.startsWith("-")) break;
+    const eq = arg.indexOf("=");
+    const flag = arg === "-q" ? "--quiet" : eq > 0 ? arg.slice(0, eq) : arg;
+    const spec = FLAGS[flag];
+    if (!spec) throw new UsageError(`unknown option ${flag} for "${command}"`);
+    if (!spec.in.includes(command)) throw new UsageError(`${flag} is not an option of "${command}"`);
+    if (spec.arg !== undefined) {
+      const value = eq > 0 ? arg.slice(eq + 1) : rest[++i];
+      if (value === undefined) throw new UsageError(`${flag} needs a value`);
+      values.set(flag, value);
+    } else {
+      if (eq > 0) throw new UsageError(`${flag} takes no value`);
+      values.set(flag, true);
+    }
+  }
+  const argv = rest.slice(i);
+  const str = (flag: string) => values.get(flag) as string | undefined;
+  const name = str("--name");
+  if (name === undefined) throw new UsageError(`--name is required`);
+  if (command === "status" && argv.length > 0) {
+    throw new UsageError(`"status" takes no command, got ${JSON.stringify(argv[0])}`);
+  }
+  if (command !== "status" && argv.length === 0) {
+    throw new UsageError(
+      `"${command}" needs a command to run: leasehold ${command} --name N -- command [args...]`,
+    );
+  }
+  const num = (flag: string) => {
+    const v = str(flag);
+    return v === undefined ? undefined : ms(flag, v);
+  };
+  const timeout = num("--timeout");
+  const children = str("--children") ?? "wait";
+  if (children !== "wait" && children !== "kill") {
+    throw new UsageError(`--children must be wait or kill, got ${JSON.stringify(children)}`);
+  }
+  const grace = num("--grace");
+  const options: Options = {
+    command,
+    name,
+    createContainer: values.has("--create-container"),
+    ttl: num("--ttl") ?? 15_000,
+    retryDelay: num("--retry-delay") ?? 1_000,
+    owner: str("--owner") ?? `${hostname()}:${process.pid}`,
+    wait: values.has("--wait") || timeout !== undefined,
+    quiet: values.has("--quiet"),
+    json: values.has("--json"),
+    children,
+    argv,
+  };
+  for (const [key, flag] of [
+    ["backend", "--backend"],
+    ["container", "--container"],
+  ] as const) {
+    const v = str(flag);
+    if (v !== undefined) options[key] = v;
+  }
+  if (timeout !== undefined) options.timeout = timeout;
+  if (grace !== undefined) options.grace = grace;
+  return options;
+}

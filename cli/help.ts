@@ -1,0 +1,239 @@
+// The command line's one table of options and exit statuses, and the help text built from it.
+
+/** The commands. */
+export type CommandName = "exec" | "lead" | "status";
+const ALL: readonly CommandName[] = ["exec", "lead", "status"];
+const RUNS: readonly CommandName[] = ["exec", "lead"];
+
+/** Exit statuses (sysexits.h where one fits). */
+export const EXIT = {
+  /** A failure nobody planned for (a bug): the message says what. */
+  internal: 1,
+  /** Usage or configuration error, including credentials the backend refused. */
+  usage: 2,
+  /** The backend failed or could not be reached. */
+  unavailable: 69,
+  /** exec: the lock is taken (without --wait), or --timeout passed while waiting. */
+  taken: 75,
+  /** exec: the lease was lost while the command ran; the command was stopped. */
+  lost: 76,
+  /** The command was found but could not be run. */
+  cannotRun: 126,
+  /** The command was not found. */
+  notFound: 127,
+} as const;
+
+/** What each exit status means, per command: the help and the README list these. */
+const STATUSES: readonly (readonly [status: string, commands: readonly CommandName[], meaning: string])[] = [
+  ["0-255", ["exec"], "the command's own status (128+n when it was killed by signal n)"],
+  ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],
+  ["0", ["status"], "held or free"],
+  [`${EXIT.usage}`, ALL, "usage or configuration error (missing variables, bad option, credentials refused)"],
+  [
+    `${EXIT.unavailable}`,
+    ALL,
+    "the backend failed or could not be reached (exec: also when a wait ended so)",
+  ],
+  [`${EXIT.taken}`, ["exec"], "the lock is taken (without --wait), or --timeout passed"],
+  [`${EXIT.lost}`, ["exec"], "the lease was lost while the command ran; the command was stopped"],
+  [`${EXIT.cannotRun}`, RUNS, "the command could not be run"],
+  [`${EXIT.notFound}`, RUNS, "the command was not found"],
+];
+
+/** One option: its value's name (none for a switch), the commands that take it, its help and default. */
+export interface Flag {
+  arg?: string;
+  alias?: string;
+  in: readonly CommandName[];
+  help: string;
+  default?: string;
+}
+
+/** Every option of every command. */
+export const FLAGS: Readonly<Record<string, Flag>> = {
+  "--name": { arg: "N", in: ALL, help: "The lock name (required): 1-255 letters, digits, - _ . : / @ +." },
+  "--backend": {
+    arg: "upstash|azure-blob",
+    in: ALL,
+    help: "Use this backend even when the other one is configured.",
+  },
+  "--container": {
+    arg: "C",
+    in: ALL,
+    help: "Azure container holding the lock blobs.",
+    default: "$LEASEHOLD_AZURE_CONTAINER",
+  },
+  "--create-container": { in: ALL, help: "Create the Azure container when it is missing." },
+  "--wait": { in: ["exec"], help: "Wait until the lock is free instead of exiting 75." },
+  "--timeout": {
+    arg: "MS",
+    in: ["exec"],
+    help: "Wait at most MS ms (implies --wait), then exit 75 (69 when the backend was failing); 0 makes one attempt.",
+  },
+  "--quiet": {
+    alias: "-q",
+    in: ["exec"],
+    help: "Print nothing when the lock is taken (cron mails any output).",
+  },
+  "--ttl": {
+    arg: "MS",
+    in: RUNS,
+    help: "Lease duration on the backend (Azure: 15000-60000); a crashed leader is replaced within ttl + retry delay.",
+    default: "15000",
+  },
+  "--grace": {
+    arg: "MS",
+    in: RUNS,
+    help: "Time between SIGTERM and SIGKILL; grace + min(250, ttl/10) must be < ttl/2, so the command is gone before the lock can expire.",
+    default: "ttl/4, at most 5000",
+  },
+  "--retry-delay": {
+    arg: "MS",
+    in: RUNS,
+    help: "Longest pause between attempts while waiting or campaigning.",
+    default: "1000",
+  },
+  "--owner": { arg: "S", in: RUNS, help: 'The identity "status" shows.', default: "<hostname>:<pid>" },
+  "--children": {
+    arg: "wait|kill",
+    in: RUNS,
+    help: "Processes the command leaves in its group when it exits: keep the lock until they end (wait, as flock(1) does), or stop them (SIGTERM, SIGKILL after --grace) and release (kill).",
+    default: "wait",
+  },
+  "--json": { in: ["status"], help: "Machine-readable output." },
+};
+
+/** The variables the backend is read from. */
+export const ENV = {
+  upstashUrl: "UPSTASH_REDIS_REST_URL",
+  upstashToken: "UPSTASH_REDIS_REST_TOKEN",
+  azure: "AZURE_STORAGE_CONNECTION_STRING",
+  container: "LEASEHOLD_AZURE_CONTAINER",
+} as const;
+
+/** Words wrapped to `width` columns, every line after the first indented by `indent`. */
+function wrap(text: string, indent: number, width = 96): string {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line !== "" && indent + line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === "" ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines.join(`\n${" ".repeat(indent)}`);
+}
+
+function options(names: readonly string[]): string {
+  return names
+    .map((name) => {
+      const f = FLAGS[name]!;
+      const label = `${f.alias ? `${f.alias}, ` : ""}${name}${f.arg ? ` ${f.arg}` : ""}`;
+      const help = f.default ? `${f.help} Default ${f.default}.` : f.help;
+      return `  ${label.padEnd(24)} ${wrap(help, 27)}`;
+    })
+    .join("\n");
+}
+
+function statuses(command?: CommandName): string {
+  return STATUSES.filter(([, cmds]) => command === undefined || cmds.includes(command))
+    .map(([status, cmds, meaning]) => {
+      const which = command === undefined && cmds.length < ALL.length ? `${cmds.join(", ")}: ` : "";
+      return `  ${status.padEnd(7)} ${wrap(which + meaning, 10)}`;
+    })
+    .join("\n");
+}
+
+const COMMON_FLAGS = Object.keys(FLAGS).filter((n) => FLAGS[n]!.in.length === ALL.length);
+
+const COMMON = `Backend (from the environment):
+  ${ENV.upstashUrl}, ${ENV.upstashToken}
+        Upstash Redis REST URL and token (Vercel's KV_REST_API_URL/_TOKEN also work).
+  ${ENV.azure}
+        An Azure Storage connection string; the container comes from --container or
+        ${ENV.container}. Used when the Upstash variables are not set.
+
+Common options:
+${options(COMMON_FLAGS)}
+  -h, --help               Show help.`;
+
+const INTRO: Record<CommandName, string> = {
+  exec: `leasehold exec --name N [options] -- command [args...]
+
+Runs the command while holding the lock, like flock(1) across hosts: takes the lock, runs the
+command (stdio inherited, in its own process group) while the lease renews in the background,
+and when the command exits keeps the lock until every process it left in its group has ended
+too (--children kill stops them instead), then releases it and exits with the command's status.
+Without --wait it makes one attempt and exits 75 at once when the lock is taken.
+
+If the lease is lost while the command runs, the command's process group gets SIGTERM, then
+SIGKILL after --grace ms, and leasehold exits 76. The lease is set up so that this happens
+before the lock can expire on the backend (the grace period is part of its stop margin). A
+watchdog process beside the command holds the same deadline, so this holds even when leasehold
+itself is killed or frozen: without its heartbeats the command is stopped in time.
+SIGINT, SIGTERM and SIGHUP sent to leasehold go to the command (SIGKILL after --grace ms);
+the lock is released once it exited. While waiting, backend failures are reported (at most one
+line every 10 s); a wait that ends while the backend fails exits 69, not 75.
+
+The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its
+environment.`,
+  lead: `leasehold lead --name N [options] -- command [args...]
+
+Active/passive: campaigns for leadership of the lock and runs the command while this process
+leads. Every host runs the same "leasehold lead"; one runs the command, the others wait.
+
+  - Leadership lost: the command's process group gets SIGTERM, then SIGKILL after --grace ms,
+    before the lock can expire on the backend; leasehold campaigns again and starts the
+    command again when it leads again.
+  - The command exits on its own (any status): once the processes it left in its group have
+    ended too (or were stopped, with --children kill), the term ends, the lock is released, and
+    after about --retry-delay ms leasehold campaigns again, so another waiting host may take over.
+  - leasehold killed or frozen: a watchdog process beside the command stops it before the lock
+    can expire on the backend.
+  - SIGINT, SIGTERM or SIGHUP: stops the command (SIGTERM, then SIGKILL after --grace ms),
+    releases the lock so a follower leads within about --retry-delay ms, and exits 0.
+
+The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (this term's fencing
+token) in its environment.`,
+  status: `leasehold status --name N [--json]
+
+Prints who holds the lock: '"N" is held by OWNER (token T, ttl left MS ms)' or '"N" is free'.
+With --json: {"name":N,"holder":{"owner":S,"token":T,"ttlLeft":MS}} or {"name":N,"holder":null}
+(ttlLeft only when the backend reports it). Advisory: the holder may change right after.`,
+};
+
+function commandHelp(command: CommandName): string {
+  const own = Object.keys(FLAGS).filter((n) => FLAGS[n]!.in.includes(command) && !COMMON_FLAGS.includes(n));
+  return `${INTRO[command]}
+
+Options:
+${options(own)}
+
+${COMMON}
+
+Exit status:
+${statuses(command)}
+`;
+}
+
+/** The help of each command, and the main one. */
+export const HELP: Record<"main" | CommandName, string> = {
+  main: `leasehold: a distributed lock and leader election for scripts and cron.
+
+Usage:
+  leasehold exec   --name N [options] -- command [args...]   run a command while holding the lock
+  leasehold lead   --name N [options] -- command [args...]   keep a command running while leading
+  leasehold status --name N [--json]                         print who holds the lock
+
+Run "leasehold <command> --help" for the options of each command.
+
+${COMMON}
+
+Exit status:
+${statuses()}
+`,
+  exec: commandHelp("exec"),
+  lead: commandHelp("lead"),
+  status: commandHelp("status"),
+};

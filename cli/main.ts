@@ -1,0 +1,57 @@
+#!/usr/bin/env node
+/**
+ * The `leasehold` command: a distributed `flock` (`exec`), active/passive supervision (`lead`)
+ * and a holder lookup (`status`) on the Upstash or Azure Blob backend. Runs on Node 20+, Bun
+ * and Deno (`deno run -A`). The library in src/ uses no Node built-ins; this folder does.
+ *
+ * @module
+ */
+import process from "node:process";
+import { isLockError } from "../src/index.ts";
+import { parse } from "./args.ts";
+import { backendFrom } from "./backend.ts";
+import { exec } from "./exec.ts";
+import { EXIT } from "./help.ts";
+import { lead } from "./lead.ts";
+import { messageOf, say, UsageError, write } from "./output.ts";
+import { status } from "./status.ts";
+import { runWatchdog, WATCHDOG_ARG } from "./watchdog.ts";
+
+/** Runs the command line; resolves with the exit status. */
+async function main(args: readonly string[], env: Record<string, string | undefined>): Promise<number> {
+  if (args[0] === WATCHDOG_ARG) {
+    runWatchdog();
+    return new Promise(() => {}); // it ends the process itself
+  }
+  try {
+    const o = parse(args);
+    if ("help" in o) {
+      write(process.stdout, o.help);
+      return 0;
+    }
+    const backend = backendFrom(o, env);
+    return await (o.command === "exec" ? exec : o.command === "lead" ? lead : status)(o, backend);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      say(error.message);
+      const command = args[0] === "exec" || args[0] === "lead" || args[0] === "status" ? `${args[0]} ` : "";
+      say(`run "leasehold ${command}--help" for usage`);
+      return EXIT.usage;
+    }
+    say(messageOf(error).replace(/^\[leasehold\] /, ""));
+    if (isLockError(error)) {
+      if (/does not exist.*createContainer/.test(error.message))
+        say("(pass --create-container to create it)");
+      return error.code === "ERR_BACKEND_AUTH" ? EXIT.usage : EXIT.unavailable;
+    }
+    return EXIT.internal;
+  }
+}
+
+main(process.argv.slice(2), process.env).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    say(`internal error: ${messageOf(error)}`);
+    process.exit(EXIT.internal);
+  },
+);

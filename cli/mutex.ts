@@ -1,0 +1,42 @@
+// The mutex a command runs under: the CLI's options turned into createMutex's, with the stop
+// margin that leaves the command time to be stopped before the lock can expire.
+import type { Backend } from "../src/backend.ts";
+import { createMutex, isLockError } from "../src/index.ts";
+import type { Options } from "./args.ts";
+import { messageOf, UsageError } from "./output.ts";
+import { killSlack } from "./supervise.ts";
+
+export function mutexFor(o: Options, backend: Backend) {
+  const slack = killSlack(o.ttl);
+  const grace = o.grace ?? Math.min(5_000, Math.floor(o.ttl / 4));
+  if (o.grace !== undefined && grace + slack >= o.ttl / 2) {
+    throw new UsageError(
+      `--grace must be less than ttl/2 - ${slack} = ${o.ttl / 2 - slack} ms with --ttl ${o.ttl}: the command must be stopped before the lock can expire`,
+    );
+  }
+  try {
+    // The signal aborts grace + slack before the lock could expire on the backend: time for a
+    // SIGTERM, the grace period and a SIGKILL before anyone else can take the lock.
+    const mutex = createMutex(backend, {
+      name: o.name,
+      ttl: o.ttl,
+      owner: o.owner,
+      retryDelay: o.retryDelay,
+      stopMargin: grace + slack,
+    });
+    // Heartbeats to the watchdog: often enough that a renewal reaches it long before the deadline
+    // it holds (renewals come every ttl/3; the deadline is about ttl away).
+    const beat = Math.max(20, Math.min(1_000, Math.floor(o.ttl / 10)));
+    return { mutex, grace, beat };
+  } catch (error) {
+    const text = messageOf(error).replace(/^createMutex: /, "");
+    throw new UsageError(
+      text.replace(/^(ttl|name|owner|retryDelay)\b/, (f) => `--${f.replace("retryDelay", "retry-delay")}`),
+    );
+  }
+}
+
+/** Whether an error means the backend failed (rather than the lock being taken). */
+export function backendFailed(error: unknown): boolean {
+  return isLockError(error) && (error.code === "ERR_BACKEND" || error.code === "ERR_BACKEND_AUTH");
+}

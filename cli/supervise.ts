@@ -1,0 +1,167 @@
+// Running a command under the lease: in its own process group, beside a watchdog process that
+// stops it when leasehold cannot (see watchdog.ts), with signals forwarded.
+import { spawn } from "node:child_process";
+import process from "node:process";
+import type { Lease } from "../src/lease.ts";
+import { sleep, within } from "../src/time.ts";
+import { say } from "./output.ts";
+import {
+  type FromWatchdog,
+  GROUP_POLL,
+  groupAlive,
+  killGroup,
+  signalStatus,
+  type ToWatchdog,
+  watchdogCommand,
+} from "./watchdog.ts";
+
+/** Milliseconds between SIGKILL and the lock's earliest expiry, for the kill to land. */
+/** The signals leasehold forwards to the command. */
+const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+export type Forwarded = (typeof FORWARDED)[number];
+
+export const killSlack = (ttl: number) => Math.min(250, Math.floor(ttl / 10));
+
+/** A command run under the watchdog (see cli/watchdog.ts), in its own process group. */
+export interface Command {
+  /** The command's own exit status: 128+n for signal n, 126/127 when it could not start. */
+  exited: Promise<number>;
+  /** Resolves once no process of the command's group is left. */
+  gone: Promise<void>;
+  /** Whether processes of the command's group are still running. */
+  running(): boolean;
+  /** Sends a signal to the command's whole process group. */
+  kill(signal: NodeJS.Signals): void;
+  /** SIGTERM to the group, SIGKILL after the grace period; resolves once the group is gone. */
+  stop(): Promise<void>;
+  /** Whether the stop needed SIGKILL. */
+  readonly killed: boolean;
+}
+
+/**
+ * Starts `argv` under a watchdog process that holds `lease`'s deadline: heartbeats from here move
+ * it forward while the lease is valid; if they stop (this process killed or frozen) or the IPC
+ * channel closes, the watchdog stops the command's group before the lease can expire on the
+ * backend. This process also signals the group itself, so a frozen watchdog cannot keep a
+ * command alive either.
+ */
+export function supervise(argv: string[], lease: Lease, grace: number, beat: number): Command {
+  let pgid: number | undefined;
+  let killed = false;
+  let stopping: Promise<void> | undefined;
+  let settleExit: (status: number) => void = () => {};
+  let settleGone: () => void = () => {};
+  const exited = new Promise<number>((resolve) => (settleExit = resolve));
+  const gone = new Promise<void>((resolve) => (settleGone = resolve));
+  const [program, args] = watchdogCommand();
+  const watchdog = spawn(program, args, {
+    stdio: ["inherit", "inherit", "inherit", "ipc"],
+    env: childEnv(lease),
+  });
+  watchdog.on("error", () => {});
+  const send = (message: ToWatchdog): void => {
+    try {
+      if (watchdog.connected) watchdog.send(message);
+    } catch {
+      // The watchdog is gone; its exit handler below takes over.
+    }
+  };
+  const heartbeat = (): void => {
+    if (lease.valid) send({ t: "deadline", deadline: lease.expiresAt - Date.now() });
+  };
+  const beats = setInterval(heartbeat, beat);
+  /** Polls until the group has no live process left (the watchdog may be frozen and not tell). */
+  const untilGone = async (): Promise<void> => {
+    while (pgid !== undefined && groupAlive(pgid)) await sleep(GROUP_POLL);
+  };
+  const done = (): void => {
+    clearInterval(beats);
+    settleGone();
+    if (watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL");
+  };
+  watchdog.on("message", (raw: unknown) => {
+    const m = raw as FromWatchdog;
+    if (m.t === "started") pgid = m.pid;
+    else if (m.t === "exit") {
+      if (m.error) say(`cannot run ${JSON.stringify(argv[0])}: ${m.error}`);
+      settleExit(m.status);
+    } else if (m.t === "empty") done();
+    else if (m.t === "killed") killed = true;
+    else if (m.t === "stopping" && m.why !== "leasehold asked")
+      say(`the watchdog is stopping the command: ${m.why}`);
+  });
+  watchdog.once("exit", () => {
+    // Normal after "empty". Otherwise the watchdog died: nothing guards the command but us.
+    if (pgid === undefined) {
+      say("the watchdog could not start the command");
+      settleExit(126);
+      done();
+      return;
+    }
+    if (groupAlive(pgid)) {
+      say("the watchdog died: stopping the command");
+      killed = true;
+      killGroup(pgid, "SIGKILL");
+    }
+    untilGone().then(() => {
+      settleExit(signalStatus("SIGKILL"));
+      done();
+    });
+  });
+  send({ t: "start", argv, grace, deadline: lease.expiresAt - Date.now() });
+  return {
+    exited,
+    gone,
+    running: () => pgid !== undefined && groupAlive(pgid),
+    kill(signal) {
+      send({ t: "signal", signal });
+      if (pgid !== undefined) killGroup(pgid, signal);
+    },
+    stop() {
+      stopping ??= (async () => {
+        send({ t: "stop" });
+        if (pgid !== undefined) killGroup(pgid, "SIGTERM");
+        const waited =
+          (await within(
+            gone.then(() => true),
+            grace,
+          )) === true;
+        if (!waited && pgid !== undefined && groupAlive(pgid)) {
+          killed = true;
+          killGroup(pgid, "SIGKILL");
+        }
+        await Promise.race([gone, untilGone()]);
+        done();
+      })();
+      return stopping;
+    },
+    get killed() {
+      return killed;
+    },
+  };
+}
+
+/** Stops the command and describes its status, when the watchdog could tell it: ` (status N)`. */
+export async function statusOf(command: Command): Promise<string> {
+  await command.stop();
+  const status = await within(command.exited, 1_000);
+  return status === undefined ? "" : ` (status ${status})`;
+}
+
+/** Calls `handler` for SIGINT, SIGTERM and SIGHUP until the returned function is called. */
+export function onSignals(handler: (signal: Forwarded) => void): () => void {
+  const listeners = FORWARDED.map((s) => [s, () => handler(s)] as const);
+  for (const [s, l] of listeners) process.on(s, l);
+  return () => {
+    for (const [s, l] of listeners) process.off(s, l);
+  };
+}
+
+export function childEnv(lease: Lease): Record<string, string | undefined> {
+  return {
+    ...process.env,
+    LEASEHOLD_NAME: lease.name,
+    LEASEHOLD_OWNER: lease.owner,
+    LEASEHOLD_TOKEN: String(lease.token),
+  };
+}

@@ -1,0 +1,348 @@
+/**
+ * The Azure Blob Storage backend: one blob per lock name, held with a blob lease. Speaks the
+ * REST API over `fetch` only (SharedKey signed with WebCrypto, SAS or bearer tokens), so it runs
+ * on Node, Bun, Deno and Cloudflare Workers with no dependency.
+ *
+ * Each lock is a zero-length blob named `prefix + name`: a page blob where the account allows
+ * it, else a block blob (`blobType`). Acquire takes a blob lease with the nonce as its id while
+ * reading the blob (HEAD: type, ETag, owner, counter), then fences under that lease:
+ *
+ * - page blob: increments the sequence number (the fencing token, returned by the same call),
+ *   and writes the owner to the metadata (`owner`, percent-encoded) only when it changed;
+ * - block blob: writes `fence` = counter + 1 and `owner` to the metadata with `If-Match` on the
+ *   ETag read, so the counter only ever grows.
+ *
+ * Either way an acquire costs two round trips; renew and release cost one, `inspect` one HEAD.
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import type { HttpReply } from "../shared/http.ts";
+import {
+  type AzureBlobOptions,
+  blobPath,
+  checkNonce,
+  checkTtl,
+  MAX_TTL,
+  MIN_TTL,
+  NAME,
+  resolveOptions,
+  typeError,
+} from "./options.ts";
+import {
+  type BlobState,
+  blobState,
+  container as containerOf,
+  decimal,
+  errorCode,
+  leaseGone,
+  notOurs,
+  refusedBy,
+} from "./rest.ts";
+
+export type { TokenCredentialLike } from "./auth.ts";
+export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } from "./options.ts";
+
+/**
+ * An Azure Blob lease backend for {@link createMutex}. Lock `name` lives in the blob
+ * `prefix + name` of `container`; the ttl must be 15–60 s (`ttlRange`), Azure's lease range, and
+ * is sent as `ceil(ttl / 1000)` seconds. A renewal keeps the duration set at acquire.
+ *
+ * Requests per operation (round trips, requests): acquire 2 RT — the lease and a HEAD together,
+ * then the fence: a page blob 3 requests when the owner is the same as last time, 4 when it
+ * changed (the owner write goes with the fence); a block blob 3. Plus the container and the blob
+ * the first time, and one more round trip each for a HEAD and the writes again when another
+ * holder changed the blob between our HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
+ * A contended acquire does not report the holder or a `retryAfter`.
+ *
+ * Options are checked here: a missing or invalid `container` or `blobType`, no or several
+ * credential forms, a malformed connection string, key or SAS throw a `TypeError` that names
+ * the option and never quotes the secret. An account that refuses the blob type asked for is a
+ * non-retryable {@link BackendError} naming the account kind.
+ *
+ * @param options The container, one credential form, and `prefix`, `createContainer`, `blobType`, `fetch`.
+ * @returns A {@link Backend} named `"azure-blob"` with `ttlRange` `[15_000, 60_000]`.
+ *
+ * @example Connection string
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { azureBlob } from "leasehold/azure-blob";
+ *
+ * const backend = azureBlob({ connectionString: process.env.AZURE_STORAGE_CONNECTION_STRING!, container: "locks" });
+ * const mutex = createMutex(backend, { name: "nightly-report", ttl: 30_000 });
+ * await using lease = await mutex.acquire();
+ * ```
+ *
+ * @example DefaultAzureCredential
+ * ```ts
+ * import { DefaultAzureCredential } from "@azure/identity";
+ *
+ * const backend = azureBlob({
+ *   accountUrl: "https://myaccount.blob.core.windows.net",
+ *   credential: new DefaultAzureCredential(),
+ *   container: "locks",
+ * });
+ * ```
+ *
+ * @example Azurite with SAS
+ * ```ts
+ * const backend = azureBlob({ containerUrl: "http://127.0.0.1:10000/devstoreaccount1/locks", sasToken });
+ * ```
+ */
+export function azureBlob(options: AzureBlobOptions): Backend {
+  const resolved = resolveOptions(options);
+  const { container, prefix, createContainer, blobType: fixedType } = resolved;
+  const { call, failure, leaseRequest, head, giveBack } = containerOf(resolved);
+  // The type new lock blobs are created as; unset blobType starts with page and switches once.
+  let createPage = fixedType !== "block";
+  let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
+
+  /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
+  async function create(
+    key: string,
+    path: string,
+    code: string,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    if (code === "ContainerNotFound") {
+      if (!createContainer) {
+        throw new BackendError(
+          `container ${JSON.stringify(container)} does not exist: create it, or pass createContainer: true`,
+          { backend: NAME, status: 404, retryable: false },
+        );
+      }
+      const r = await call("create container", "PUT", "", "restype=container", {}, signal);
+      if (r.status !== 201 && !(r.status === 409 && errorCode(r) === "ContainerAlreadyExists")) {
+        throw failure("create container for", key, r);
+      }
+    } else if (code !== "BlobNotFound") {
+      return;
+    }
+    const page = createPage;
+    const r = await call(
+      "create blob",
+      "PUT",
+      path,
+      "",
+      page
+        ? { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" }
+        : { "x-ms-blob-type": "BlockBlob", "if-none-match": "*" },
+      signal,
+    );
+    const rc = errorCode(r);
+    // Only these mean "it is there already" (made by a contender, maybe leased by now). Any
+    // other 409 is a failure with its code: an account refusing the type, a policy, ...
+    if (
+      r.status === 201 ||
+      (r.status === 409 && rc === "BlobAlreadyExists") ||
+      (r.status === 412 && (rc === "ConditionNotMet" || rc.startsWith("Lease")))
+    ) {
+      return;
+    }
+    if (r.status === 404 && rc === "ContainerNotFound") return create(key, path, "ContainerNotFound", signal);
+    const kind = refusedBy(r, page);
+    if (kind === undefined) throw failure("create blob for", key, r);
+    const refusal = `HTTP ${r.status} ${rc}: ${kind}`;
+    if (page && fixedType === undefined) {
+      pageRefusal = refusal;
+      createPage = false; // this account has no page blobs: block blobs from now on
+      return create(key, path, "BlobNotFound", signal);
+    }
+    throw new BackendError(
+      `create blob for ${JSON.stringify(key)}: ${
+        fixedType === "page"
+          ? `the storage account refuses page blobs (${refusal}); use blobType "block", or leave blobType unset to switch automatically`
+          : fixedType === "block"
+            ? `the storage account refuses block blobs (${refusal}); use blobType "page", or leave blobType unset`
+            : `the storage account refuses page blobs (${pageRefusal}) and block blobs (${refusal}); use a general-purpose v2 account (with or without hierarchical namespace) or a premium block blob account`
+      }`,
+      { backend: NAME, status: r.status, retryable: false },
+    );
+  }
+
+  /**
+   * The fence step of acquire, under our lease `nonce`: the token, or null when the lease is not
+   * ours any more. `state` comes from the HEAD sent with the lease and may predate the lease, so
+   * every write that relies on it is conditional on its ETag; 412 ConditionNotMet means another
+   * holder wrote in between, and we read again (now under our lease, so nobody else can write)
+   * and write again. The fence follows the existing blob's type, whatever `blobType` says.
+   */
+  async function fence(
+    key: string,
+    path: string,
+    nonce: string,
+    owner: string,
+    state: BlobState | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<number | null> {
+    const write = (op: string, query: string, h: Record<string, string>) =>
+      call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal).then((r) => [op, r] as const);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      signal?.throwIfAborted(); // (a fetch need not reject at once when given an aborted signal)
+      if (state === undefined) {
+        const h = await head(path, signal);
+        if (h.status === 404) return null;
+        if (h.status !== 200) throw failure("read", key, h);
+        state = blobState(h, true)!;
+      }
+      let token: number;
+      let replies: (readonly [string, HttpReply])[];
+      if (state.page) {
+        // Page blob: the token is the sequence number, incremented by Set Blob Properties, which
+        // makes no blob version on an account with versioning. Set Blob Metadata does make one,
+        // so the owner is written only when it changed; when it did not, the increment is
+        // conditional on the HEAD's ETag, so an owner written by someone else since is caught.
+        const same = state.owner === owner && state.etag !== "";
+        const increment = write("fence", "comp=properties", {
+          "x-ms-sequence-number-action": "increment",
+          ...(same ? { "if-match": state.etag } : {}),
+        });
+        // Set Blob Metadata replaces all metadata. On a blob whose type the HEAD did not name
+        // (maybe a block blob, its counter in the metadata) it waits for the increment, which
+        // only a page blob accepts; on a known page blob both go out together.
+        const setOwner = () => write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner });
+        if (same) replies = [await increment];
+        else if (state.known) replies = await Promise.all([increment, setOwner()]);
+        else {
+          const fenced = await increment;
+          replies = fenced[1].status === 200 ? [fenced, await setOwner()] : [fenced];
+        }
+        token = decimal(replies[0]![1], "x-ms-blob-sequence-number");
+      } else {
+        // Block blob: counter + 1 and the owner in one metadata write, conditional on the ETag
+        // the counter was read with, so the counter never goes back nor repeats.
+        token = state.counter + 1;
+        if (!Number.isSafeInteger(token) || state.etag === "") {
+          throw new BackendError(
+            `fence ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,
+            {
+              backend: NAME,
+              status: 200,
+              retryable: true,
+            },
+          );
+        }
+        replies = [
+          await write("fence", "comp=metadata", {
+            "if-match": state.etag,
+            "x-ms-meta-fence": String(token),
+            "x-ms-meta-owner": owner,
+          }),
+        ];
+      }
+      if (replies.some(([, r]) => leaseGone(r))) return null;
+      const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
+      const bad = replies.find(([, r]) => r.status !== 200 && !stale(r));
+      if (bad) throw failure(bad[0], key, bad[1]);
+      if (replies.some(([, r]) => stale(r))) {
+        state = undefined;
+        continue;
+      }
+      if (!(Number.isSafeInteger(token) && token > 0)) {
+        throw new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
+          backend: NAME,
+          status: 200,
+          retryable: true,
+        });
+      }
+      return token;
+    }
+    throw new BackendError(`fence ${JSON.stringify(key)}: the blob kept changing under our lease`, {
+      backend: NAME,
+      retryable: true,
+    });
+  }
+
+  return {
+    name: NAME,
+    ttlRange: [MIN_TTL, MAX_TTL],
+
+    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      checkTtl(ttl);
+      checkNonce(nonce);
+      const path = blobPath(prefix + key);
+      let ownerValue: string;
+      try {
+        ownerValue = encodeURIComponent(owner);
+      } catch {
+        return typeError("owner is not well-formed Unicode");
+      }
+      if (ownerValue.length > 4096)
+        throw new RangeError(`[leasehold] [${NAME}] owner is too long for blob metadata`);
+      const headers = {
+        "x-ms-lease-action": "acquire",
+        "x-ms-lease-duration": String(Math.ceil(ttl / 1000)),
+        "x-ms-proposed-lease-id": nonce,
+      };
+      let state: BlobState | undefined;
+      for (let attempt = 0; ; attempt++) {
+        // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the
+        // lease is ours the HEAD still describes the blob, unless another holder wrote it between
+        // the two: the fence step's If-Match catches that. Only a granted lease waits for the HEAD.
+        const granted = leaseRequest(path, headers, signal);
+        const described = head(path, signal);
+        described.catch(() => {}); // ignored unless the lease is granted
+        const r = await granted;
+        if (r.status === 201 || r.status === 200) {
+          const h = await described.catch(() => undefined);
+          if (h?.status === 200) state = blobState(h);
+          break;
+        }
+        if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
+        if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
+        await create(key, path, errorCode(r), signal);
+      }
+      // The lease is ours. On any failure, and when it turns out lost, give it back.
+      let token: number | null;
+      try {
+        token = await fence(key, path, nonce, ownerValue, state, signal);
+      } catch (error) {
+        giveBack(path, nonce);
+        throw error;
+      }
+      if (token !== null) return { ok: true, token };
+      giveBack(path, nonce);
+      return { ok: false };
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      checkTtl(ttl);
+      checkNonce(nonce);
+      const r = await leaseRequest(
+        blobPath(prefix + key),
+        { "x-ms-lease-action": "renew", "x-ms-lease-id": nonce },
+        signal,
+      );
+      if (r.status === 200) return true;
+      if (notOurs(r)) return false;
+      throw failure("renew", key, r);
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      checkNonce(nonce);
+      const r = await leaseRequest(
+        blobPath(prefix + key),
+        { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
+        signal,
+      );
+      if (r.status === 200 || notOurs(r)) return;
+      throw failure("release", key, r);
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const r = await call("inspect", "HEAD", blobPath(prefix + key), "", {}, signal);
+      if (r.status === 404) return null;
+      if (r.status !== 200) throw failure("inspect", key, r);
+      const state = r.header("x-ms-lease-state");
+      if (state !== "leased" && state !== "breaking") return null;
+      const raw = r.header("x-ms-meta-owner") ?? "";
+      let owner = raw;
+      try {
+        owner = decodeURIComponent(raw);
+      } catch {}
+      const { counter } = blobState(r, true)!;
+      return { owner, token: Number.isSafeInteger(counter) ? counter : 0 };
+    },
+  };
+}

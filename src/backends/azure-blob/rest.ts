@@ -1,0 +1,179 @@
+// The azure-blob backend's REST layer: one signed request to a container, the error it maps to,
+// and how to read Azure's answers (error codes, blob state, lease answers).
+import { BackendError } from "../../errors.ts";
+import { type HttpReply, redact, scrub, send } from "../shared/http.ts";
+import { authStatus, retryableStatus } from "../shared/options.ts";
+import { NAME, type ResolvedOptions, VERSION } from "./options.ts";
+
+/** Azure's error code, such as `LeaseAlreadyPresent`; anything else (a proxy echoing the request) is dropped. */
+export function errorCode(r: HttpReply): string {
+  const code = r.header("x-ms-error-code") ?? /<Code>([^<]*)<\/Code>/.exec(r.body)?.[1] ?? "";
+  return /^[A-Za-z0-9]{1,64}$/.test(code) ? code : "";
+}
+
+/** A decimal header value (a fencing token): digits only, else NaN. */
+export function decimal(r: HttpReply, name: string): number {
+  const value = r.header(name) ?? "";
+  return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
+}
+
+/** What a HEAD says about a lock blob: its type, ETag, owner (as stored) and fencing counter. */
+export interface BlobState {
+  page: boolean;
+  /** The HEAD named the type (else `page` is a guess, see {@link blobState}). */
+  known: boolean;
+  etag: string;
+  owner: string | null;
+  /** Page blob: the sequence number. Block blob: the `fence` metadata, 0 when absent. NaN if malformed. */
+  counter: number;
+}
+
+/**
+ * Reads a HEAD. Without a known `x-ms-blob-type` (a proxy's page, a truncated answer) it is
+ * undefined, or with `orPage` a page blob with no ETag: the fence then goes to the sequence
+ * number with the owner written, which only a page blob accepts, so it never yields a wrong token.
+ */
+export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
+  const type = r.header("x-ms-blob-type");
+  const known = type === "PageBlob" || type === "BlockBlob" || type === "AppendBlob";
+  if (!known && !orPage) return undefined;
+  const page = !known || type === "PageBlob";
+  const counter =
+    page || r.header("x-ms-meta-fence") !== null
+      ? decimal(r, page ? "x-ms-blob-sequence-number" : "x-ms-meta-fence")
+      : 0;
+  return {
+    page,
+    known,
+    etag: known ? (r.header("etag") ?? "") : "",
+    owner: r.header("x-ms-meta-owner"),
+    counter,
+  };
+}
+
+/** A lease answer that means "someone else's lease, or none of ours". */
+export function notOurs(r: HttpReply): boolean {
+  return r.status === 404 || (r.status === 409 && errorCode(r).startsWith("Lease"));
+}
+
+/**
+ * A write under our lease refused because the lease is no longer ours: taken over, broken or
+ * expired. Azure answers 412 (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
+ * some versions and emulators 409; both mean "not ours", never a failure. 404: deleted meanwhile.
+ */
+export function leaseGone(r: HttpReply): boolean {
+  return r.status === 404 || ((r.status === 409 || r.status === 412) && errorCode(r).startsWith("Lease"));
+}
+
+/**
+ * Put Blob's answers when the account does not take that blob type, with the account kind
+ * that gives them. Data Lake Storage Gen2 (hierarchical namespace) refuses page blobs with 409
+ * FeatureNotYetSupportedForHierarchicalNamespaceAccounts; a premium block blob account
+ * (BlockBlobStorage) refuses them with 400 BlobTypeNotSupported ("Page blob is not supported for
+ * this account type"); a premium page blob account refuses block blobs with 400
+ * BlobTypeNotSupported.
+ */
+export function refusedBy(r: HttpReply, page: boolean): string | undefined {
+  if (r.status !== 400 && r.status !== 409) return undefined;
+  const code = errorCode(r);
+  if (page && code === "FeatureNotYetSupportedForHierarchicalNamespaceAccounts") {
+    return "a Data Lake Storage Gen2 account (hierarchical namespace)";
+  }
+  if (code !== "BlobTypeNotSupported") return undefined;
+  return page ? "a premium block blob account (BlockBlobStorage)" : "a premium page blob account";
+}
+
+/** Requests to one container, signed with its credential. */
+export interface Container {
+  /** One request to `path` (a blob, or "" for the container) with `query`; `op` names it in errors. */
+  call(
+    op: string,
+    method: string,
+    path: string,
+    query: string,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<HttpReply>;
+  /** The BackendError for an unexpected answer `r` to `op` on lock `key`. */
+  failure(op: string, key: string, r: HttpReply): BackendError;
+  /** A Lease Blob request (`x-ms-lease-action` in `headers`). */
+  leaseRequest(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<HttpReply>;
+  /** Get Blob Properties (HEAD). */
+  head(path: string, signal: AbortSignal | undefined): Promise<HttpReply>;
+  /** Releases lease `nonce` in the background: the caller's time bound must not wait for it. */
+  giveBack(path: string, nonce: string): void;
+}
+
+/** The requests of one backend instance. */
+export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Container {
+  const { secrets } = auth;
+  async function call(
+    op: string,
+    method: string,
+    path: string,
+    query: string,
+    headers: Record<string, string>,
+    signal: AbortSignal | undefined,
+  ): Promise<HttpReply> {
+    const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
+    let req: { url: string; headers: Record<string, string> };
+    try {
+      // Every PUT here is body-less. Azure answers 411 to a PUT without Content-Length, and a
+      // custom fetch may not add it: set it explicitly (SharedKey signs "0" as an empty line).
+      const length: Record<string, string> = method === "PUT" ? { "content-length": "0" } : {};
+      req = await auth.authorize(method, url, { ...headers, ...length, "x-ms-version": VERSION }, signal);
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      const cause = scrub(error, secrets);
+      // A credential that timed out may answer next time; any other failure is taken as a refusal.
+      const refused = !/Timeout|Abort/.test(cause.name);
+      throw new BackendError(`${op}: options.credential gave no token: ${cause.message}`, {
+        backend: NAME,
+        retryable: !refused,
+        auth: refused,
+        cause,
+      });
+    }
+    return send(NAME, fetchFn, req.url, { method, headers: req.headers, signal }, secrets);
+  }
+
+  function failure(op: string, key: string, r: HttpReply): BackendError {
+    const code = redact(errorCode(r), secrets);
+    const refused = authStatus(r.status);
+    const hint = refused
+      ? ": check the account key, the SAS (it needs read, write and create) or the credential's role (Storage Blob Data Contributor)"
+      : "";
+    return new BackendError(
+      `${op} ${JSON.stringify(key)} failed: HTTP ${r.status}${code === "" ? "" : ` ${code}`}${hint}`,
+      {
+        backend: NAME,
+        status: r.status,
+        retryable: retryableStatus(r.status),
+        auth: refused,
+      },
+    );
+  }
+
+  function leaseRequest(
+    path: string,
+    headers: Record<string, string>,
+    signal?: AbortSignal,
+  ): Promise<HttpReply> {
+    return call("lease", "PUT", path, "comp=lease", headers, signal);
+  }
+
+  function head(path: string, signal: AbortSignal | undefined): Promise<HttpReply> {
+    return call("read", "HEAD", path, "", {}, signal);
+  }
+
+  /** Gives a lease back in the background: the caller's time bound must not wait for it. */
+  function giveBack(path: string, nonce: string): void {
+    leaseRequest(
+      path,
+      { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
+      AbortSignal.timeout(5_000),
+    ).catch(() => {});
+  }
+
+  return { call, failure, leaseRequest, head, giveBack };
+}

@@ -1,0 +1,72 @@
+// Signals: one that follows others (and a timeout), a bound for one backend request, waiting for an abort.
+import { BackendError } from "./errors.ts";
+import { timer } from "./time.ts";
+
+/**
+ * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
+ * is finite, after `ms` (with `reason()`). Call `done()` when finished so no timer or listener stays.
+ */
+export function linkedSignal(
+  parents: readonly (AbortSignal | undefined)[],
+  ms: number = Number.POSITIVE_INFINITY,
+  reason: () => unknown = () => undefined,
+): { signal: AbortSignal; done: () => void } {
+  const ctrl = new AbortController();
+  const sources = parents.filter((p): p is AbortSignal => p !== undefined);
+  const first = sources.find((p) => p.aborted);
+  if (first) {
+    ctrl.abort(first.reason);
+    return { signal: ctrl.signal, done: () => {} };
+  }
+  const detach = sources.map((p) => {
+    const onAbort = () => ctrl.abort(p.reason);
+    p.addEventListener("abort", onAbort, { once: true });
+    return () => p.removeEventListener("abort", onAbort);
+  });
+  const cancel = timer(ms, () => ctrl.abort(reason()));
+  return {
+    signal: ctrl.signal,
+    done: () => {
+      cancel();
+      for (const off of detach) off();
+    },
+  };
+}
+
+/** Resolves (never rejects) when `signal` aborts. */
+export function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) resolve();
+    else signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+}
+
+/**
+ * A signal for one backend request: aborts with `parent`, or after `ms` with a retryable
+ * "no answer" {@link BackendError}. Call `done()` afterwards.
+ */
+export function requestSignal(
+  backend: string,
+  op: string,
+  ms: number,
+  parent?: AbortSignal,
+): { signal: AbortSignal; done: () => void } {
+  return linkedSignal(
+    [parent],
+    ms,
+    () => new BackendError(`${op} got no answer within ${Math.round(ms)} ms`, { backend, retryable: true }),
+  );
+}
+
+/**
+ * Settles like `promise`, or rejects with `signal.reason` as soon as `signal` aborts, whichever
+ * comes first (the promise goes on, its result unused).
+ */
+export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    if (signal.aborted) return reject(signal.reason);
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
+}

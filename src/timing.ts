@@ -1,0 +1,47 @@
+// Every timing formula of the core in one place: the guard, the stop margin's default, renewal,
+// backoff and request bounds. docs/DESIGN.md §4 says why each is what it is; tests import these
+// instead of recomputing them.
+import { jitter } from "./time.ts";
+
+/** The default stop margin: min(1 000 ms, ttl / 5). */
+export function defaultStopMargin(ttl: number): number {
+  return Math.min(1_000, ttl / 5);
+}
+
+/**
+ * How long before `t_send + ttl` the local deadline falls: 1 % of the ttl for clock-rate
+ * differences, 2 ms for timer granularity, and the stop margin for the holder to wind down.
+ */
+export function guardOf(ttl: number, stopMargin: number): number {
+  return Math.ceil(0.01 * ttl) + 2 + stopMargin;
+}
+
+/** The next background renewal: every ttl / 3, jittered by ±10 %. */
+export function renewalDelay(ttl: number): number {
+  return jitter(ttl / 3, 0.1);
+}
+
+/** The time a renewal request may take: min(ttl / 5, time left to the deadline). */
+export function renewalBound(ttl: number, left: number): number {
+  return Math.min(ttl / 5, left);
+}
+
+/** The time a release or an inspect request may take: max(ttl / 5, 1 s). */
+export function quietBound(ttl: number): number {
+  return Math.max(ttl / 5, 1_000);
+}
+
+/** Exponential backoff: 25 ms doubling with each failure, never above `cap`. */
+export function backoff(failures: number, cap: number): number {
+  return Math.min(cap, 25 * 2 ** Math.min(failures, 30));
+}
+
+/** The pause between two acquire attempts: the backoff capped by retryDelay, jittered into [0.6, 1]×. */
+export function waitDelay(failures: number, retryDelay: number): number {
+  return jitter(0.8 * backoff(failures, retryDelay), 0.25);
+}
+
+/** The pause after a failed renewal: the backoff capped by ttl / 10, jittered by ±10 %. */
+export function renewalRetryDelay(failures: number, ttl: number): number {
+  return jitter(backoff(failures, ttl / 10), 0.1);
+}
