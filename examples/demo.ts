@@ -11,11 +11,11 @@ const env = process.env;
 async function chooseBackend(): Promise<{ backend: Backend; ttl: number; label: string }> {
   const adapters = new URL("../src/backends/", import.meta.url);
   if (env.UPSTASH_REDIS_REST_URL && env.UPSTASH_REDIS_REST_TOKEN) {
-    const { fromEnv } = await import(new URL("upstash.ts", adapters).href);
+    const { fromEnv } = await import(new URL("upstash/index.ts", adapters).href);
     return { backend: fromEnv(env), ttl: 3_000, label: "Upstash Redis (from UPSTASH_REDIS_REST_URL)" };
   }
   if (env.AZURE_STORAGE_CONNECTION_STRING) {
-    const { azureBlob } = await import(new URL("azure-blob.ts", adapters).href);
+    const { azureBlob } = await import(new URL("azure-blob/index.ts", adapters).href);
     const container = env.LEASEHOLD_AZURE_CONTAINER ?? "leasehold-demo";
     const backend = azureBlob({
       connectionString: env.AZURE_STORAGE_CONNECTION_STRING,
