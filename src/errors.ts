@@ -90,8 +90,14 @@ const names = new Set(["LockError", "LockTimeoutError", "LeaseLostError", "Backe
  *
  * @example Telling a timeout from other failures
  * ```ts
- * try { await mutex.acquire({ timeout: 1_000 }); }
- * catch (e) { if (isLockError(e) && e.code === "ERR_LOCK_TIMEOUT") console.log("busy"); else throw e; }
+ * import { isLockError, type Mutex } from "leasehold";
+ *
+ * declare const mutex: Mutex;
+ *
+ * const lease = await mutex.acquire({ timeout: 1_000 }).catch((e: unknown) => {
+ *   if (isLockError(e) && e.code === "ERR_LOCK_TIMEOUT") return null; // busy: try again later
+ *   throw e;
+ * });
  * ```
  */
 export function isLockError(value: unknown): value is LockError {

@@ -128,6 +128,8 @@ export interface Mutex {
  * import { createMutex } from "leasehold";
  * import { memory } from "leasehold/memory";
  *
+ * declare function writeReport(job: { signal: AbortSignal; fence: number }): Promise<void>; // your job
+ *
  * const mutex = createMutex(memory(), { name: "nightly-report" });
  * await using lease = await mutex.acquire({ timeout: 10_000 });
  * await writeReport({ signal: lease.signal, fence: lease.token }); // your job, fenced

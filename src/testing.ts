@@ -13,9 +13,11 @@
  *
  * @example With Node's built-in test runner, or anything else: run the checks yourself
  * ```ts
- * // `test` is the one of Node's built-in runner (the node:test module), or your runner's.
  * import { conformanceChecks } from "leasehold/testing";
  * import { memory } from "leasehold/memory";
+ *
+ * // Node's built-in runner (the node:test module), or your runner's:
+ * declare function test(name: string, options: { timeout: number }, fn: () => Promise<void>): void;
  *
  * for (const check of conformanceChecks({ backend: () => memory() })) {
  *   test(check.name, { timeout: check.timeout }, check.run);

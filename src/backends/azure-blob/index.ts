@@ -77,6 +77,7 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
  * @example DefaultAzureCredential
  * ```ts
  * import { DefaultAzureCredential } from "@azure/identity";
+ * import { azureBlob } from "leasehold/azure-blob";
  *
  * const backend = azureBlob({
  *   accountUrl: "https://myaccount.blob.core.windows.net",
@@ -87,6 +88,10 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
  *
  * @example Azurite with SAS
  * ```ts
+ * import { azureBlob } from "leasehold/azure-blob";
+ *
+ * declare const sasToken: string; // "sv=...&sig=...", with read, write and create
+ *
  * const backend = azureBlob({ containerUrl: "http://127.0.0.1:10000/devstoreaccount1/locks", sasToken });
  * ```
  */

@@ -18,8 +18,14 @@ import { type UpstashEnv, type UpstashOptions, upstash } from "./index.ts";
  * import { createMutex } from "leasehold";
  * import { fromEnv } from "leasehold/upstash";
  *
+ * interface Env {
+ *   UPSTASH_REDIS_REST_URL: string;
+ *   UPSTASH_REDIS_REST_TOKEN: string;
+ * }
+ * declare function doWork(signal: AbortSignal): Promise<void>; // your job
+ *
  * export default {
- *   async scheduled(_controller, env, ctx) {
+ *   async scheduled(_controller: ScheduledController, env: Env, ctx: ExecutionContext) {
  *     const lease = await createMutex(fromEnv(env), { name: "cron" }).tryAcquire();
  *     if (lease) ctx.waitUntil(doWork(lease.signal).finally(() => lease.release()));
  *   },
