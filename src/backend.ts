@@ -13,8 +13,6 @@ export type AcquireResult =
   | { ok: true; token: number }
   | {
       ok: false;
-      /** The current holder, when the backend can tell it in the same round trip. */
-      holder?: { owner: string; token: number };
       /** ms until the current lease expires on the backend, when known. */
       retryAfter?: number;
     };

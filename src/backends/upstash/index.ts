@@ -287,12 +287,10 @@ export function upstash(options: UpstashOptions): Backend {
         typeof r[1] === "string" &&
         typeof r[2] === "number"
       ) {
+        // The holder's token counts as seen (the fence check); the holder itself is not reported.
         const holder = parseValue(r[1]);
         const result: AcquireResult = { ok: false };
-        if (holder) {
-          see(key, holder.token);
-          result.holder = holder;
-        }
+        if (holder) see(key, holder.token);
         if (r[2] > 0) result.retryAfter = r[2];
         return result;
       }
