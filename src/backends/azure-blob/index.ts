@@ -1,3 +1,5 @@
+// Over 300 lines on purpose: the backend keeps its state (the blob type the account takes) in
+// one closure with its fence step; options, requests and credentials are in their own files.
 /**
  * The Azure Blob Storage backend: one blob per lock name, held with a blob lease. Speaks the
  * REST API over `fetch` only (SharedKey signed with WebCrypto, SAS or bearer tokens), so it runs

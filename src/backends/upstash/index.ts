@@ -1,3 +1,5 @@
+// Over 300 lines on purpose: the backend keeps its state (the fence memory, the read-only
+// fallback) in one closure; the Lua scripts are in scripts.ts and fromEnv in env.ts.
 /**
  * The Upstash Redis backend: speaks Upstash's REST API with `fetch` only, no client library.
  * Each operation is one Lua script and one HTTP round trip (inspect: see below).
