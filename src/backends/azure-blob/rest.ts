@@ -83,17 +83,19 @@ export function refusedBy(r: HttpReply, page: boolean): string | undefined {
   return page ? "a premium block blob account (BlockBlobStorage)" : "a premium page blob account";
 }
 
+/** One request to `path` (a blob, or "" for the container) with `query`; `op` names it in errors. */
+type Call = (
+  op: string,
+  method: string,
+  path: string,
+  query: string,
+  headers: Record<string, string>,
+  signal: AbortSignal | undefined,
+) => Promise<HttpReply>;
+
 /** Requests to one container, signed with its credential. */
 export interface Container {
-  /** One request to `path` (a blob, or "" for the container) with `query`; `op` names it in errors. */
-  call(
-    op: string,
-    method: string,
-    path: string,
-    query: string,
-    headers: Record<string, string>,
-    signal: AbortSignal | undefined,
-  ): Promise<HttpReply>;
+  call: Call;
   /** The BackendError for an unexpected answer `r` to `op` on lock `key`. */
   failure(op: string, key: string, r: HttpReply): BackendError;
   /** A Lease Blob request (`x-ms-lease-action` in `headers`). */
@@ -107,14 +109,7 @@ export interface Container {
 /** The requests of one backend instance. */
 export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Container {
   const { secrets } = auth;
-  async function call(
-    op: string,
-    method: string,
-    path: string,
-    query: string,
-    headers: Record<string, string>,
-    signal: AbortSignal | undefined,
-  ): Promise<HttpReply> {
+  const call: Call = async (op, method, path, query, headers, signal) => {
     const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
     let req: { url: string; headers: Record<string, string> };
     try {
@@ -135,7 +130,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
       });
     }
     return send(NAME, fetchFn, req.url, { method, headers: req.headers, signal }, secrets);
-  }
+  };
 
   function failure(op: string, key: string, r: HttpReply): BackendError {
     const code = redact(errorCode(r), secrets);
