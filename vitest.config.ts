@@ -1,18 +1,18 @@
 import { readdirSync } from "node:fs";
 import { defineConfig } from "vitest/config";
 
-// Every file in test/setup/ is a global setup: each starts one real server (redis-server behind
+// Every file in test/harness/setup/ is a global setup: each starts one real server (redis-server behind
 // the Upstash REST bridge, Azurite) on loopback before the tests and stops it afterwards.
-const globalSetup = readdirSync(new URL("./test/setup/", import.meta.url))
+const globalSetup = readdirSync(new URL("./test/harness/setup/", import.meta.url))
   .filter((f) => f.endsWith(".ts"))
-  .map((f) => `test/setup/${f}`);
+  .map((f) => `test/harness/setup/${f}`);
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup,
     // Records every LockError and console line of the run and fails when one carries a secret.
-    setupFiles: ["test/setup-secrets.ts"],
+    setupFiles: ["test/harness/secrets.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
   },

@@ -6,7 +6,7 @@
 //   page-only  lease acquire -> Set Properties (increment)   (floor: no owner stored)
 // Each cycle releases the lease afterwards (not timed). Run: npx tsx bench/azure-fence.ts [cycles]
 import { sharedKeyAuth } from "../src/backends/azure-blob/auth.ts";
-import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite } from "../test/servers/azurite.ts";
+import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite } from "../test/harness/servers/azurite.ts";
 
 const cycles = Number(process.argv[2] ?? 300);
 const server = await startAzurite();

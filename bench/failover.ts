@@ -1,5 +1,5 @@
 // Item 4: failover. Crash takeover: the holder stops renewing without releasing (a wrapper makes
-// its renew and release hang forever, as if the process froze or died; test/election.test.ts
+// its renew and release hang forever, as if the process froze or died; test/core/election.test.ts
 // does the same), at a random moment of its renewal cycle; measured from the crash to the
 // follower's acquisition, the follower waiting in `acquire()`. Graceful handoff: the holder
 // releases (or its `lead` loop is stopped) while the follower waits in `acquire()` (or `lead()`);

@@ -1,6 +1,6 @@
 // The benchmark suite: `npm run bench` (BENCH_QUICK=1 for a short run; `-- --render` to rewrite
 // RESULTS.md from results.json without measuring). Starts redis-server
-// behind the Upstash bridge and Azurite (test/servers/*), runs every part, writes
+// behind the Upstash bridge and Azurite (test/harness/servers/*), runs every part, writes
 // bench/results.json and bench/RESULTS.md from this run's numbers, and stops the servers.
 //   1 latency       bench/latency.ts, in child processes: node (tsx), Node 24, Bun
 //   2 round trips   bench/roundtrips.ts
@@ -107,7 +107,7 @@ try {
     });
   if (env.runtimes.bun) runtimes.push({ id: `bun ${env.runtimes.bun}`, latency: [BUN], cold: [BUN] });
   const missing = [
-    !env.runtimes.node24 && `Node 24 (${NODE24}; test/servers/runtimes.ts could not install it)`,
+    !env.runtimes.node24 && `Node 24 (${NODE24}; test/harness/servers/runtimes.ts could not install it)`,
     !env.runtimes.bun && "Bun",
     !env.runtimes.deno && "Deno",
   ].filter(Boolean) as string[];

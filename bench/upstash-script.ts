@@ -9,8 +9,8 @@
 import { createHash } from "node:crypto";
 import type { FetchLike } from "../src/backend.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
-import { startRedis } from "../test/servers/redis.ts";
-import { startBridge } from "../test/servers/upstash-bridge.ts";
+import { startRedis } from "../test/harness/servers/redis.ts";
+import { startBridge } from "../test/harness/servers/upstash-bridge.ts";
 
 const iterations = Number(process.argv[2] ?? 2_000);
 const warmup = 200;

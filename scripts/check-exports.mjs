@@ -5,7 +5,7 @@
 //   and package.json points that subpath at the entry's output: dist/<same path>.js and .d.ts;
 // - "main"/"types" are the "." entry's; every other build entry is a "bin";
 // - every build output exists (after `npm run build`);
-// - the jsr: import maps of examples/deno and test/smoke map each JSR subpath to its source, and
+// - the jsr: import maps of examples/deno and test/harness/smoke map each JSR subpath to its source, and
 //   tsconfig.test.json's "paths" resolve each npm subpath to its source.
 // Run: node scripts/check-exports.mjs
 import { existsSync, readFileSync } from "node:fs";
@@ -99,7 +99,7 @@ if (!existsSync(`${root}dist`)) {
 }
 
 // 5. The places that stand in for the published package agree with it.
-for (const file of ["examples/deno/deno.json", "test/smoke/deno.json"]) {
+for (const file of ["examples/deno/deno.json", "test/harness/smoke/deno.json"]) {
   const map = json(file).imports ?? {};
   const want = Object.fromEntries(
     jsrSubpaths.map((s) => [`jsr:${jsr.name}${s.slice(1)}`, `../../${norm(jsr.exports[s])}`]),

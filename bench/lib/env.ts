@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { arch, cpus, platform, release, totalmem } from "node:os";
-import { ensureRuntimes, NODE24 as NODE24_PATH } from "../../test/servers/runtimes.ts";
+import { ensureRuntimes, NODE24 as NODE24_PATH } from "../../test/harness/servers/runtimes.ts";
 
 export const ROOT: string = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 

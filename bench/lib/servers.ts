@@ -1,5 +1,5 @@
 // The real servers the suite runs against, started the way the tests start them
-// (test/servers/*), plus a counting HTTP proxy for Azurite's round trips.
+// (test/harness/servers/*), plus a counting HTTP proxy for Azurite's round trips.
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -7,9 +7,9 @@ import {
   AZURITE_KEY,
   type AzuriteServer,
   startAzurite,
-} from "../../test/servers/azurite.ts";
-import { type RedisServer, startRedis } from "../../test/servers/redis.ts";
-import { startBridge, type UpstashBridge } from "../../test/servers/upstash-bridge.ts";
+} from "../../test/harness/servers/azurite.ts";
+import { type RedisServer, startRedis } from "../../test/harness/servers/redis.ts";
+import { startBridge, type UpstashBridge } from "../../test/harness/servers/upstash-bridge.ts";
 
 export interface Servers {
   redis: RedisServer;

@@ -8,13 +8,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex } from "../src/index.ts";
-import { killAll } from "./servers/children.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { createMutex } from "../../src/index.ts";
+import { killAll } from "../harness/servers/children.ts";
 
 const ctx = inject("upstash");
 const az = inject("azurite");
-const root = new URL("../", import.meta.url);
+const root = new URL("../../", import.meta.url);
 const sdk = new Redis({ url: ctx.url, token: ctx.token });
 const unique = (what: string) => `cli-${what}-${crypto.randomUUID()}`;
 const lockKey = (name: string) => `leasehold:{${name}}`;

@@ -1,16 +1,16 @@
 // The election loop on the memory backend, with real timers and short ttls; stall and health
 // checks with fake timers. Wrappers around memory() make the faults (a frozen leader).
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { Backend } from "../src/backend.ts";
-import { memory } from "../src/backends/memory.ts";
+import type { Backend } from "../../src/backend.ts";
+import { memory } from "../../src/backends/memory.ts";
 import {
   BackendError,
   createMutex,
   type LeadershipChange,
   type Lease,
   LeaseLostError,
-} from "../src/index.ts";
-import { sleep } from "../src/time.ts";
+} from "../../src/index.ts";
+import { sleep } from "../../src/time.ts";
 
 const untilAborted = (signal: AbortSignal) =>
   new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));

@@ -3,8 +3,8 @@
 // (a hang, a late reply, a failure): that is the only mocking here.
 import { runInNewContext } from "node:vm";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { Backend } from "../src/backend.ts";
-import { memory } from "../src/backends/memory.ts";
+import type { Backend } from "../../src/backend.ts";
+import { memory } from "../../src/backends/memory.ts";
 import {
   BackendError,
   createMutex,
@@ -12,7 +12,7 @@ import {
   type Lease,
   LeaseLostError,
   LockTimeoutError,
-} from "../src/index.ts";
+} from "../../src/index.ts";
 
 const never = <T>(signal?: AbortSignal, onAbort?: () => void): Promise<T> =>
   new Promise((_, reject) =>

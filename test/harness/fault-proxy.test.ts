@@ -5,9 +5,9 @@
 // typed error.
 import { BlobServiceClient } from "@azure/storage-blob";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob/index.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex, isLockError } from "../src/index.ts";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { createMutex, isLockError } from "../../src/index.ts";
 import { type Fault, type FaultProxy, randomRule, startFaultProxy } from "./servers/fault-proxy.ts";
 
 const { url, token } = inject("upstash");

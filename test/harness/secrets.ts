@@ -16,9 +16,9 @@
 import { inspect as nodeInspect } from "node:util";
 import { afterAll, expect, inject, vi } from "vitest";
 
-vi.mock("../src/errors.ts", async (importOriginal) => {
-  const original = await importOriginal<typeof import("../src/errors.ts")>();
-  const { record } = await import("./setup-secrets.ts");
+vi.mock("../../src/errors.ts", async (importOriginal) => {
+  const original = await importOriginal<typeof import("../../src/errors.ts")>();
+  const { record } = await import("./secrets.ts");
   class LockError extends original.LockError {
     constructor(...args: ConstructorParameters<typeof original.LockError>) {
       super(...args);

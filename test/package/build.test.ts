@@ -4,7 +4,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 
-const root = new URL("../", import.meta.url);
+const root = new URL("../../", import.meta.url);
 
 describe("the built package", () => {
   it("exists: npm test builds it first (run `npm run build`)", () => {

@@ -1,7 +1,7 @@
-// The smoke suite (test/smoke/suite.ts) on every runtime leasehold supports, each one against the
+// The smoke suite (test/harness/smoke/suite.ts) on every runtime leasehold supports, each one against the
 // real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
-// - Node 24 (test/runtimes, installed by the test setup): built dist/, native `await using`;
+// - Node 24 (test/harness/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
 // - Deno (npm `deno`): the .ts sources through `jsr:@leasehold/leasehold` specifiers, --check;
 // - workerd (npm `miniflare`): a bundled scheduled Worker; two overlapping cron triggers run the
@@ -12,10 +12,10 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
-import { NODE24 } from "./servers/runtimes.ts";
-import { SMOKE_CHECKS } from "./smoke/suite.ts";
+import { NODE24 } from "../harness/servers/runtimes.ts";
+import { SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 
-const root = fileURLToPath(new URL("../", import.meta.url));
+const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
 const azurite = inject("azurite");
 const run = Math.random().toString(36).slice(2, 8);
@@ -23,7 +23,7 @@ const run = Math.random().toString(36).slice(2, 8);
 const BUN = "node_modules/.bin/bun";
 const DENO = "node_modules/.bin/deno";
 
-/** The coordinates every runner reads (test/smoke/suite.ts: smokeEnv). */
+/** The coordinates every runner reads (test/harness/smoke/suite.ts: smokeEnv). */
 function smokeVars(runtime: string): Record<string, string> {
   return {
     SMOKE_RUNTIME: runtime,
@@ -98,26 +98,26 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
     // The oldest supported Node is the point of this runner; on a newer one it still runs, and
     // the name of this test says which Node it was.
     expect(major, "engines: node >= 20").toBeGreaterThanOrEqual(20);
-    const report = await runSmoke("node20", process.execPath, ["test/smoke/run-node.mjs"]);
+    const report = await runSmoke("node20", process.execPath, ["test/harness/smoke/run-node.mjs"]);
     expectComplete(report, "node20");
     expect(report.node).toBe(process.versions.node);
     if (major === 20) expect(report.nativeAwaitUsing, "Node 20 has no `await using` of its own").toBe(false);
   });
 
-  it("Node 24 (test/runtimes): built dist/, native await using", async () => {
+  it("Node 24 (test/harness/runtimes): built dist/, native await using", async () => {
     if (!existsSync(`${root}${NODE24}`)) {
       throw new Error(
-        `Node 24 is missing at ${NODE24}: test/setup/runtimes.ts installs it (\`npm ci --prefix test/runtimes\`)`,
+        `Node 24 is missing at ${NODE24}: test/harness/setup/runtimes.ts installs it (\`npm ci --prefix test/harness/runtimes\`)`,
       );
     }
-    const report = await runSmoke("node24", NODE24, ["test/smoke/run-node24.mjs"]);
+    const report = await runSmoke("node24", NODE24, ["test/harness/smoke/run-node24.mjs"]);
     expectComplete(report, "node24");
     expect(String(report.node)).toMatch(/^24\./);
     expect(report.nativeAwaitUsing).toBe(true);
   });
 
   it("Bun: built dist/ by package name, native TypeScript and await using", async () => {
-    const report = await runSmoke("bun", BUN, ["run", "test/smoke/run-bun.ts"]);
+    const report = await runSmoke("bun", BUN, ["run", "test/harness/smoke/run-bun.ts"]);
     expectComplete(report, "bun");
     expect(String(report.bun)).toMatch(/^1\./);
   });
@@ -127,17 +127,17 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
       "run",
       "--check",
       "--no-lock",
-      "--config=test/smoke/deno.json",
+      "--config=test/harness/smoke/deno.json",
       "--allow-net=127.0.0.1",
       `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
-      "test/smoke/run-deno.ts",
+      "test/harness/smoke/run-deno.ts",
     ]);
     expectComplete(report, "deno");
     expect(String(report.deno)).toMatch(/^2\./);
   });
 
   it("workerd (Miniflare): the suite, and two overlapping cron triggers run the job once", async () => {
-    const { scheduled, startWorker } = await import("./smoke/run-workerd.ts");
+    const { scheduled, startWorker } = await import("../harness/smoke/run-workerd.ts");
     const jobMs = 1_500;
     const mf = await startWorker({ ...smokeVars("workerd"), SMOKE_JOB_MS: String(jobMs) });
     let disposed = false;
@@ -192,7 +192,7 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
 
 describe("workerd before compatibility date 2024-11-11", () => {
   it("fetch refuses the cache field there: the suite passes with the requests sent without it", async () => {
-    const { OLD_COMPATIBILITY_DATE, startWorker } = await import("./smoke/run-workerd.ts");
+    const { OLD_COMPATIBILITY_DATE, startWorker } = await import("../harness/smoke/run-workerd.ts");
     const mf = await startWorker({ ...smokeVars("workerd-old"), SMOKE_JOB_MS: "0" }, OLD_COMPATIBILITY_DATE);
     try {
       // The control: on this date workerd's own fetch throws on `cache: "no-store"`.

@@ -12,7 +12,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
-import { killAll } from "./servers/children.ts";
+import { killAll } from "../harness/servers/children.ts";
 import {
   type FaultProxy,
   type FaultRule,
@@ -20,8 +20,8 @@ import {
   randomRule,
   seededRandom,
   startFaultProxy,
-} from "./servers/fault-proxy.ts";
-import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
+} from "../harness/servers/fault-proxy.ts";
+import { startBridge, type UpstashBridge } from "../harness/servers/upstash-bridge.ts";
 
 const PROCESSES = 8;
 const DURATION = Number(process.env.LEASEHOLD_SOAK_MS ?? 55_000);
@@ -95,7 +95,7 @@ function runWorker(
   env: Record<string, string>,
   limit: number,
 ): Promise<{ lines: Line[]; ms: number; code: number | null; killed: boolean; stderr: string }> {
-  const script = fileURLToPath(new URL("./fixtures/invariant-worker.ts", import.meta.url));
+  const script = fileURLToPath(new URL("../harness/fixtures/invariant-worker.ts", import.meta.url));
   const t0 = performance.now();
   const child = spawn(process.execPath, ["--import", "tsx", script], {
     env: { ...process.env, ...env, LH_ID: `w${i}` },

@@ -3,11 +3,11 @@
 // and the other contender, which still reaches the server, acquires only after that abort.
 import { BlobServiceClient } from "@azure/storage-blob";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob/index.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex, type Lease } from "../src/index.ts";
-import { type FaultProxy, startFaultProxy } from "./servers/fault-proxy.ts";
-import { connectResp, type RespConnection } from "./servers/resp.ts";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { createMutex, type Lease } from "../../src/index.ts";
+import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
+import { connectResp, type RespConnection } from "../harness/servers/resp.ts";
 
 const cleanup: (() => Promise<unknown> | unknown)[] = [];
 afterEach(async () => {

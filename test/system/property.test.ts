@@ -9,11 +9,11 @@
 import { createServer, type Server } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob/index.ts";
-import { memory } from "../src/backends/memory.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../src/index.ts";
-import { listenLoopback } from "./servers/listen.ts";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { memory } from "../../src/backends/memory.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../../src/index.ts";
+import { listenLoopback } from "../harness/servers/listen.ts";
 
 const TOKEN = "property-TOKEN-5f0c1e2d";
 const NUM_RUNS = Number(process.env.LEASEHOLD_PROPERTY_RUNS ?? 60);

@@ -6,9 +6,9 @@ import { execFileSync } from "node:child_process";
 import { getEventListeners } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
-import { memory } from "../src/backends/memory.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex, type Mutex } from "../src/index.ts";
+import { memory } from "../../src/backends/memory.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { createMutex, type Mutex } from "../../src/index.ts";
 
 const timeouts = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length;
 const settle = () => new Promise((r) => setTimeout(r, 50));
@@ -66,7 +66,7 @@ describe("no timers, listeners or memory left behind", () => {
   it("heap after global.gc(): flat across 2 × 10 000 cycles (child node --expose-gc)", {
     timeout: 120_000,
   }, () => {
-    const src = (p: string) => fileURLToPath(new URL(`../src/${p}`, import.meta.url));
+    const src = (p: string) => fileURLToPath(new URL(`../../src/${p}`, import.meta.url));
     const script = `
       const { createMutex } = await import(${JSON.stringify(src("index.ts"))});
       const { memory } = await import(${JSON.stringify(src("backends/memory.ts"))});

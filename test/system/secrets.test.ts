@@ -3,16 +3,16 @@
 // nearby (wrong credentials against the real servers, proxies echoing the request, network errors
 // quoting the URL or headers, token providers that fail, option validation with secret-looking
 // values) and checks each error deeply. The suite-wide check (every LockError constructed and
-// everything printed, in every test file) lives in test/setup-secrets.ts; the last test here
+// everything printed, in every test file) lives in test/harness/secrets.ts; the last test here
 // proves that it is active when vitest.config.ts lists it in setupFiles.
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob/index.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex, type FetchLike, isLockError } from "../src/index.ts";
-import { fakeEntraToken, nodeFetch } from "./servers/azurite.ts";
-import { listenLoopback } from "./servers/listen.ts";
-import { checkNoSecrets, registerSecret, secretStats } from "./setup-secrets.ts";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import { createMutex, type FetchLike, isLockError } from "../../src/index.ts";
+import { checkNoSecrets, registerSecret, secretStats } from "../harness/secrets.ts";
+import { fakeEntraToken, nodeFetch } from "../harness/servers/azurite.ts";
+import { listenLoopback } from "../harness/servers/listen.ts";
 
 const { url, token } = inject("upstash");
 const az = inject("azurite");
@@ -283,7 +283,7 @@ describe("the suite-wide check", () => {
     const after = secretStats();
     if (after.lockErrors === before.lockErrors) {
       ctx.skip(
-        "test/setup-secrets.ts is not in vitest.config.ts setupFiles: only this file's explicit checks ran",
+        "test/harness/secrets.ts is not in vitest.config.ts setupFiles: only this file's explicit checks ran",
       );
     }
     expect(after.lockErrors).toBeGreaterThan(before.lockErrors);

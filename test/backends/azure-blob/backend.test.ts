@@ -1,4 +1,4 @@
-// The azure-blob backend against Azurite (started by test/setup/azurite.ts): wire behaviour, round
+// The azure-blob backend against Azurite (started by test/harness/setup/azurite.ts): wire behaviour, round
 // trips, what the official SDK sees, credentials, errors and option checks. Mocks appear only for
 // faults Azurite cannot produce (a 503, a fetch that echoes secrets), and say so.
 
@@ -15,22 +15,22 @@ import {
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
 import { describe, expect, expectTypeOf, inject, it } from "vitest";
-import type { FetchLike } from "../src/backend.ts";
-import { stringToSign } from "../src/backends/azure-blob/auth.ts";
+import type { FetchLike } from "../../../src/backend.ts";
+import { stringToSign } from "../../../src/backends/azure-blob/auth.ts";
 import {
   type AzureBlobOptions,
   azureBlob,
   type TokenCredentialLike,
-} from "../src/backends/azure-blob/index.ts";
-import { createMutex } from "../src/index.ts";
+} from "../../../src/backends/azure-blob/index.ts";
+import { createMutex } from "../../../src/index.ts";
+import { registerSecret } from "../../harness/secrets.ts";
 import {
   type AccountAnswer,
   type AccountRequest,
   exactHeadersFetch,
   startAccountProxy,
-} from "./servers/azure-account.ts";
-import { fakeEntraToken, freePort, nodeFetch } from "./servers/azurite.ts";
-import { registerSecret } from "./setup-secrets.ts";
+} from "../../harness/servers/azure-account.ts";
+import { fakeEntraToken, freePort, nodeFetch } from "../../harness/servers/azurite.ts";
 
 const az = inject("azurite");
 const ttl = 15_000;
@@ -788,7 +788,7 @@ describe("azure-blob on Azurite", () => {
   // Issue 12: real accounts. Azurite is a general-purpose v2 account with page blobs; the answers
   // it cannot give (a Data Lake Gen2 or premium account refusing a blob type, a 411 for a PUT
   // without Content-Length, a 409 from a write by a lease taken over) come from an answering
-  // proxy in front of it (test/servers/azure-account.ts) or a fetch wrapper, as each test says.
+  // proxy in front of it (test/harness/servers/azure-account.ts) or a fetch wrapper, as each test says.
   describe("real accounts", () => {
     const createsPage = (r: AccountRequest) =>
       r.method === "PUT" && !r.url.includes("comp=") && r.headers["x-ms-blob-type"] === "PageBlob";

@@ -11,8 +11,8 @@ import {
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
 import { describe, inject, it } from "vitest";
-import { azureBlob } from "../src/backends/azure-blob/index.ts";
-import { testBackend } from "../src/testing.ts";
+import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
+import { testBackend } from "../../../src/testing.ts";
 
 const az = inject("azurite");
 const ttl = 15_000;

@@ -1,5 +1,5 @@
 import { describe, it } from "vitest";
-import { memory } from "../src/backends/memory.ts";
-import { testBackend } from "../src/testing.ts";
+import { memory } from "../../../src/backends/memory.ts";
+import { testBackend } from "../../../src/testing.ts";
 
 testBackend({ describe, it }, { backend: () => memory(), ttl: 300 });

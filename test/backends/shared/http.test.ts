@@ -6,10 +6,10 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
-import type { FetchLike } from "../src/backend.ts";
-import { MAX_REPLY_BYTES } from "../src/backends/shared/http.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { BackendError, createMutex, LeaseLostError } from "../src/index.ts";
+import type { FetchLike } from "../../../src/backend.ts";
+import { MAX_REPLY_BYTES } from "../../../src/backends/shared/http.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import { BackendError, createMutex, LeaseLostError } from "../../../src/index.ts";
 
 const ctx = inject("upstash");
 const sdk = new Redis({ url: ctx.url, token: ctx.token });

@@ -1,15 +1,15 @@
 // The upstash backend against a real redis-server behind the Upstash REST bridge (see
-// test/setup/upstash.ts). Keys are read back with the official @upstash/redis client. Lock
+// test/harness/setup/upstash.ts). Keys are read back with the official @upstash/redis client. Lock
 // names are unique per test, so files running in parallel on the shared server do not meet.
 import { spawn } from "node:child_process";
 import { inspect as nodeInspect } from "node:util";
 import { Redis } from "@upstash/redis";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fromEnv, upstash } from "../src/backends/upstash/index.ts";
-import { BackendError, createMutex, isLockError, LockTimeoutError } from "../src/index.ts";
-import { type RedisServer, startRedis } from "./servers/redis.ts";
-import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
-import { registerSecret } from "./setup-secrets.ts";
+import { fromEnv, upstash } from "../../../src/backends/upstash/index.ts";
+import { BackendError, createMutex, isLockError, LockTimeoutError } from "../../../src/index.ts";
+import { registerSecret } from "../../harness/secrets.ts";
+import { type RedisServer, startRedis } from "../../harness/servers/redis.ts";
+import { startBridge, type UpstashBridge } from "../../harness/servers/upstash-bridge.ts";
 
 const ctx = inject("upstash");
 const backend = upstash({ url: ctx.url, token: ctx.token });

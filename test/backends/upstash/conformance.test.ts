@@ -1,8 +1,8 @@
 // The backend conformance suite against the upstash backend, through the Upstash REST bridge
-// and the real redis-server that test/setup/upstash.ts starts.
+// and the real redis-server that test/harness/setup/upstash.ts starts.
 import { describe, inject, it } from "vitest";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { testBackend } from "../src/testing.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import { testBackend } from "../../../src/testing.ts";
 
 const { url, token } = inject("upstash");
 

@@ -4,9 +4,9 @@
 // each test. Every error is checked to carry no token.
 import { inspect as nodeInspect } from "node:util";
 import { afterEach, describe, expect, it } from "vitest";
-import { upstash } from "../src/backends/upstash/index.ts";
-import type { Backend } from "../src/index.ts";
-import { answer, type FaultServer, startFaultServer } from "./servers/upstash-faults.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import type { Backend } from "../../../src/index.ts";
+import { answer, type FaultServer, startFaultServer } from "../../harness/servers/upstash-faults.ts";
 
 const token = "fault-test-TOKEN-0123456789";
 const servers: FaultServer[] = [];

@@ -2,9 +2,9 @@
 // a lease writes, a hung acquire, and a lease lost behind the holder's back.
 import { Redis } from "@upstash/redis";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex, isLockError, type Lease } from "../src/index.ts";
-import { type FaultServer, startFaultServer } from "./servers/upstash-faults.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import { createMutex, isLockError, type Lease } from "../../../src/index.ts";
+import { type FaultServer, startFaultServer } from "../../harness/servers/upstash-faults.ts";
 
 const ctx = inject("upstash");
 const backend = upstash({ url: ctx.url, token: ctx.token });

@@ -5,7 +5,7 @@
 // Also a FetchLike that sends exactly the headers it is given, nothing implicit.
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect, type Socket } from "node:net";
-import type { FetchLike } from "../../src/backend.ts";
+import type { FetchLike } from "../../../src/backend.ts";
 import { listenLoopback } from "./listen.ts";
 
 /** What a rule sees of one request. */

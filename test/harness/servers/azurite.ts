@@ -8,7 +8,7 @@ import { createRequire } from "node:module";
 import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import type { FetchLike } from "../../src/backend.ts";
+import type { FetchLike } from "../../../src/backend.ts";
 
 /** Azurite's well-known development account and key (published by Microsoft, not a secret). */
 export const AZURITE_ACCOUNT = "devstoreaccount1";

@@ -1,5 +1,5 @@
 // Deno runner: the library imported the way a JSR user writes it, `jsr:@leasehold/leasehold`
-// and its subpaths; test/smoke/deno.json maps those specifiers to the TypeScript sources that
+// and its subpaths; test/harness/smoke/deno.json maps those specifiers to the TypeScript sources that
 // jsr.json publishes (scripts/check-exports.mjs keeps the two in step). Run with --check, so the
 // sources and the suite are type-checked by Deno too, and with network access to 127.0.0.1 only.
 import { createMutex, isLockError } from "jsr:@leasehold/leasehold";

@@ -15,7 +15,7 @@ const { code } = await transform(source, {
   loader: "ts",
   format: "esm",
   target: "es2022",
-  sourcefile: "test/smoke/suite.ts",
+  sourcefile: "test/harness/smoke/suite.ts",
 });
 if (/\bawait\s+using\s+[\w$]+\s*=/.test(code)) throw new Error("esbuild left `await using` in the suite");
 const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toString("base64")}`);

@@ -1,7 +1,7 @@
 // The workerd runner's driver: bundles worker.ts with esbuild the way wrangler does (the library
 // from package.json "exports" → dist/, target es2022 so `await using` is lowered: Miniflare's
 // module parser rejects it) and runs it in workerd through Miniflare, which allows the loopback
-// fetches to the test servers. Used by test/runtimes.test.ts.
+// fetches to the test servers. Used by test/package/runtimes.test.ts.
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 

@@ -15,10 +15,10 @@
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
 //   while the blob lease still excludes the other mutex (the guard works), and after the lost
 //   lease is released the other mutex takes over with a greater token.
-import type * as AzureBlobModule from "../../src/backends/azure-blob/index.ts";
-import type * as MemoryModule from "../../src/backends/memory.ts";
-import type * as UpstashModule from "../../src/backends/upstash/index.ts";
-import type * as Core from "../../src/index.ts";
+import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
+import type * as MemoryModule from "../../../src/backends/memory.ts";
+import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
+import type * as Core from "../../../src/index.ts";
 
 /** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`. */
 export interface SmokeLib {
@@ -64,7 +64,7 @@ export const SMOKE_CHECKS: readonly string[] = [
 export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
   const need = (name: string): string => {
     const value = read(name);
-    if (!value) throw new Error(`smoke: ${name} is not set (test/runtimes.test.ts sets it)`);
+    if (!value) throw new Error(`smoke: ${name} is not set (test/package/runtimes.test.ts sets it)`);
     return value;
   };
   return {
