@@ -60,9 +60,14 @@ async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string |
     await res.body?.cancel().catch(() => {});
     return undefined;
   }
-  const reader = res.body?.getReader();
+  // A declared length within the cap, uncompressed: fetch stops at it, so it is read whole. A
+  // compressed body is counted as it is decoded (a small one can expand without bound).
+  const plain = declared >= 0 && (res.headers.get("content-encoding") ?? "identity") === "identity";
+  const reader = plain ? undefined : res.body?.getReader();
   if (!reader) {
     // A custom fetch without a body stream: the cap can only be checked after reading.
+    // (With a declared length fetch delivers no more than that; a body longer than its
+    // Content-Length is cut there by the HTTP parser.)
     const text = await res.text();
     return text.length > MAX_REPLY_BYTES ? undefined : text;
   }

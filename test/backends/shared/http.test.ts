@@ -4,6 +4,7 @@
 // come from small local HTTP servers here, because the bridge cannot produce them: each says so.
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import { gzipSync } from "node:zlib";
 import { Redis } from "@upstash/redis";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
@@ -129,6 +130,26 @@ describe("reply size cap", () => {
     expect((error as Error).message).toMatch(`the reply is longer than ${MAX_REPLY_BYTES} bytes; not read`);
     expect((error as BackendError).retryable).toBe(true);
     expect(sent).toBeLessThan(8 * 1024 * 1024);
+  });
+
+  it("counts a compressed reply as it is decoded: a small gzip that expands past the cap is refused", async () => {
+    // 16 MiB of spaces and a valid grant, gzipped to a few KiB with a Content-Length that fits the cap.
+    const bomb = gzipSync(
+      Buffer.from(`${" ".repeat(16 * 1024 * 1024)}${JSON.stringify({ result: [1, 1] })}`),
+    );
+    expect(bomb.length).toBeLessThan(MAX_REPLY_BYTES);
+    const zipped = await serve((_req, res) => {
+      res.writeHead(200, {
+        "content-type": "application/json",
+        "content-encoding": "gzip",
+        "content-length": String(bomb.length),
+      });
+      res.end(bomb);
+    });
+    const mutex = createMutex(upstash({ url: zipped, token: ctx.token }), { name: unique("gzip") });
+    const error = await mutex.tryAcquire().catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect((error as Error).message).toMatch(/the reply is longer than \d+ bytes/);
   });
 
   it("refuses a declared Content-Length over the cap before reading any of the body", async () => {
