@@ -1,6 +1,6 @@
-// Leader election across real OS processes: three candidates (test/harness/fixtures/campaign.ts) campaign
-// through the shared Upstash bridge. The leader is SIGKILLed, or stopped with SIGTERM; a follower
-// must take over within ttl + retryDelay (crash) or about one retryDelay (graceful), and at no
+// Leader election across real OS processes: three candidates (test/harness/fixtures/campaign.ts)
+// campaign through the shared Upstash bridge. The leader is SIGKILLed, or stopped with SIGTERM; a
+// follower must take over within ttl + retryDelay (crash) or about one retryDelay (graceful), and at no
 // instant may two processes run the task with unaborted signals.
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, inject, it } from "vitest";
@@ -8,7 +8,7 @@ import { killAll } from "../harness/servers/children.ts";
 
 const ctx = inject("upstash");
 const root = new URL("../../", import.meta.url);
-const fixture = new URL("fixtures/campaign.ts", import.meta.url).pathname;
+const fixture = new URL("../harness/fixtures/campaign.ts", import.meta.url).pathname;
 const TTL = 1_500;
 const RETRY_DELAY = 200;
 /** Scheduling slack for the graceful handover: signal delivery, two round trips, a busy machine. */

@@ -1,0 +1,56 @@
+// The fence step of the azure-blob acquire (src/backends/azure-blob/index.ts): after the lease is
+// taken, the token comes from the page blob's sequence number. Faults Azurite cannot produce on
+// demand (a failing fence write, a hung give-back, a malformed header) come from a fetch double.
+import { describe, expect, it } from "vitest";
+import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
+import { createMutex, type FetchLike, isLockError } from "../../../src/index.ts";
+import { azureFetch, hanging, reply } from "../../harness/doubles.ts";
+
+const azure = (fetch: FetchLike) =>
+  azureBlob({ connectionString: "UseDevelopmentStorage=true", container: "locks", fetch });
+
+describe("the fence step of acquire", () => {
+  // The give-back release after a failed fence was awaited with its own 5 s timeout, so
+  // acquire({ timeout: 200 }) rejected about 5 s late (CHANGELOG.md, Fixed: "An Azure acquire
+  // could outlive its timeout").
+  it("acquire({ timeout }) is not held up by a hung give-back release", async () => {
+    const mutex = createMutex(
+      azure(
+        azureFetch((what, init) => {
+          if (what === "lease:acquire") return reply(201);
+          if (what === "HEAD") return reply(200, { "x-ms-blob-type": "PageBlob", etag: '"0x1"' });
+          if (what === "properties") return reply(500);
+          if (what === "metadata") return reply(200);
+          return hanging("", init);
+        }),
+      ),
+      { name: "slow-giveback", ttl: 15_000 },
+    );
+    const t0 = performance.now();
+    await expect(mutex.acquire({ timeout: 200 })).rejects.toMatchObject({ code: "ERR_LOCK_TIMEOUT" });
+    expect(performance.now() - t0).toBeLessThan(1_000);
+  });
+
+  // The sequence number was read with Number(header), so "0x10" or "1e3" became tokens 16 and
+  // 1000 (CHANGELOG.md, Fixed: "A fence header that was not decimal became a token").
+  it("a sequence number that is not decimal digits is not taken as a fencing token", async () => {
+    // (" 7" is not in the list: HTTP trims header whitespace, so it arrives as "7".)
+    for (const seq of ["0x10", "1e3", "+7", "7.0", "-7"]) {
+      const mutex = createMutex(
+        azure(
+          azureFetch((what) =>
+            what === "properties"
+              ? reply(200, { "x-ms-blob-sequence-number": seq })
+              : reply(what === "lease:acquire" ? 201 : 200),
+          ),
+        ),
+        { name: "seq", ttl: 15_000 },
+      );
+      const outcome = await mutex.tryAcquire().then(
+        (lease) => `lease with token ${lease?.token}`,
+        (e: unknown) => (isLockError(e) ? "LockError" : String(e)),
+      );
+      expect(outcome, seq).toBe("LockError");
+    }
+  });
+});

@@ -1,0 +1,276 @@
+// The lease's time and safety rules (docs/DESIGN.md §4) with fake timers: the local deadline,
+// background renewal, stall detection, lease.valid and release. The backend is memory() with
+// single methods replaced where a test needs a fault the real store cannot make (a hang, a late
+// reply, a failure): that is the only mocking here.
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { memory } from "../../src/backends/memory.ts";
+import { BackendError, createMutex, isLockError, LeaseLostError } from "../../src/index.ts";
+import { backendWith, never, transient, useFakeClock } from "../harness/doubles.ts";
+
+beforeEach(useFakeClock);
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+const t0 = () => performance.now();
+
+describe("deadline: t_send + ttl − guard (guard = ceil(1 % ttl) + 2 ms + stopMargin)", () => {
+  it("counts from just before the acquire request, not from its reply", async () => {
+    // ttl 1000, stopMargin 100 → guard = 10 + 2 + 100 = 112 → deadline 888 ms after t_send.
+    const inner = memory();
+    const backend = backendWith({
+      acquire: async (r) => {
+        await new Promise((resolve) => setTimeout(resolve, 300)); // the reply takes 300 ms
+        return inner.acquire(r);
+      },
+    });
+    const mutex = createMutex(backend, { name: "d", ttl: 1_000, stopMargin: 100, renew: false });
+    const start = t0();
+    const pending = mutex.tryAcquire();
+    await vi.advanceTimersByTimeAsync(300);
+    const lease = (await pending)!;
+    expect(lease).not.toBeNull();
+    await vi.advanceTimersByTimeAsync(887 - (t0() - start));
+    expect(lease.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    expect(t0() - start).toBe(888);
+  });
+
+  it("uses the default stopMargin min(1000, ttl/5)", async () => {
+    const mutex = createMutex(memory(), { name: "d", ttl: 15_000, renew: false });
+    const lease = (await mutex.tryAcquire())!;
+    // guard = 150 + 2 + 1000 → deadline at 13 848 ms
+    await vi.advanceTimersByTimeAsync(13_847);
+    expect(lease.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(lease.signal.aborted).toBe(true);
+  });
+
+  it("follows the monotonic clock, not the wall clock", async () => {
+    const mutex = createMutex(memory(), { name: "d", ttl: 1_000, renew: false });
+    const lease = (await mutex.tryAcquire())!;
+    vi.setSystemTime(Date.now() + 3_600_000); // the wall clock jumps an hour ahead
+    await vi.advanceTimersByTimeAsync(10);
+    expect(lease.signal.aborted).toBe(false);
+    expect(lease.expiresAt - Date.now()).toBeGreaterThan(700);
+  });
+
+  it("is moved by a successful renewal to t_send(renew) + ttl − guard", async () => {
+    const mutex = createMutex(memory(), { name: "d", ttl: 1_000, stopMargin: 100, renew: false });
+    const lease = (await mutex.tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(500);
+    await lease.renew();
+    await vi.advanceTimersByTimeAsync(887);
+    expect(lease.signal.aborted).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(lease.signal.aborted).toBe(true);
+  });
+});
+
+describe("background renewal", () => {
+  it("renews every ttl/3 within ±10 %", async () => {
+    const inner = memory();
+    const times: number[] = [];
+    const backend = backendWith({
+      ...inner,
+      renew: (r) => {
+        times.push(t0());
+        return inner.renew(r);
+      },
+    });
+    for (const [random, expected] of [
+      [0, 270],
+      [0.5, 300],
+      [0.999999, 330],
+    ] as const) {
+      vi.spyOn(Math, "random").mockReturnValue(random);
+      times.length = 0;
+      const start = t0();
+      const lease = (await createMutex(backend, { name: `r${random}`, ttl: 900 }).tryAcquire())!;
+      await vi.advanceTimersByTimeAsync(1_000);
+      const seen = times.map((t) => t - start);
+      expect(seen).toHaveLength(3);
+      // timers run at whole milliseconds: allow 1 ms of rounding per period
+      for (const [i, t] of seen.entries())
+        expect(Math.abs(t - expected * (i + 1))).toBeLessThanOrEqual(i + 1);
+      await lease.release();
+    }
+  });
+
+  it("retries quickly after a failed renewal, and the lease is lost at the deadline", async () => {
+    const times: number[] = [];
+    const backend = backendWith({
+      renew: async () => {
+        times.push(t0());
+        throw transient();
+      },
+    });
+    const start = t0();
+    const lease = (await createMutex(backend, { name: "r", ttl: 3_000, stopMargin: 100 }).tryAcquire())!;
+    const deadline = 3_000 - (30 + 2 + 100);
+    await vi.advanceTimersByTimeAsync(deadline - 1);
+    expect(lease.signal.aborted).toBe(false);
+    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    expect(times.length).toBeGreaterThan(5); // many attempts between ttl/3 and the deadline
+    expect(Math.max(...gaps)).toBeLessThanOrEqual(3_000 / 10 + 30);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(lease.signal.aborted).toBe(true);
+    expect(t0() - start).toBe(deadline);
+    expect((lease.signal.reason as LeaseLostError).cause).toBeInstanceOf(BackendError);
+  });
+
+  it("recovers when a retry succeeds before the deadline", async () => {
+    const inner = memory();
+    let fail = 2;
+    const backend = backendWith({
+      ...inner,
+      renew: async (r) => (fail-- > 0 ? Promise.reject(transient()) : inner.renew(r)),
+    });
+    const lease = (await createMutex(backend, { name: "r", ttl: 1_000 }).tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(lease.signal.aborted).toBe(false);
+    await lease.release();
+  });
+
+  it("gives a hanging renewal its own timeout of min(ttl/5, time left)", async () => {
+    const aborts: number[] = [];
+    const backend = backendWith({ renew: (r) => never(r.signal, () => aborts.push(t0())) });
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
+    const start = t0();
+    const lease = (await createMutex(backend, { name: "h", ttl: 1_500 }).tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(800);
+    // first renewal at 500, aborted at 500 + 300
+    expect(aborts.map((t) => t - start)).toEqual([800]);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(lease.signal.aborted).toBe(true);
+    // every attempt was aborted no later than the deadline
+    const deadline = 1_500 - (15 + 2 + 300);
+    expect(Math.max(...aborts) - start).toBeLessThanOrEqual(deadline);
+  });
+
+  it("does not resurrect the lease with a reply that arrives after the deadline", async () => {
+    let answer: (ok: boolean) => void = () => {};
+    // This backend ignores its signal, so its reply can land after the deadline.
+    const backend = backendWith({ renew: () => new Promise<boolean>((resolve) => (answer = resolve)) });
+    const lease = (await createMutex(backend, { name: "late", ttl: 1_000, renew: false }).tryAcquire())!;
+    const renewal = lease.renew();
+    await vi.advanceTimersByTimeAsync(1_000); // past the deadline (888 ms)
+    expect(lease.signal.aborted).toBe(true);
+    const before = lease.expiresAt;
+    answer(true);
+    await expect(renewal).rejects.toBeInstanceOf(LeaseLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.expiresAt).toBeLessThanOrEqual(before);
+    await expect(lease.renew()).rejects.toBeInstanceOf(LeaseLostError);
+  });
+
+  it("does not resurrect when the reply is handled before the overdue deadline timer (a stalled loop)", async () => {
+    let answer: (ok: boolean) => void = () => {};
+    const backend = backendWith({ renew: () => new Promise<boolean>((resolve) => (answer = resolve)) });
+    const lease = (await createMutex(backend, { name: "stall", ttl: 1_000, renew: false }).tryAcquire())!;
+    const renewal = lease.renew();
+    await vi.advanceTimersByTimeAsync(100);
+    // The loop stalls past the deadline (888 ms): the clock jumps, no timer has run yet.
+    const stalled = performance.now() + 900;
+    vi.spyOn(performance, "now").mockReturnValue(stalled);
+    answer(true);
+    await expect(renewal).rejects.toBeInstanceOf(LeaseLostError);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toMatch(/answered after its deadline/);
+  });
+
+  it("loses the lease when the backend says it is someone else's", async () => {
+    const backend = backendWith({ renew: async () => false });
+    const lease = (await createMutex(backend, { name: "gone", ttl: 900 }).tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(330);
+    expect(lease.signal.aborted).toBe(true);
+    expect(isLockError(lease.signal.reason) && lease.signal.reason.code).toBe("ERR_LEASE_LOST");
+    await expect(lease.renew()).rejects.toBe(lease.signal.reason);
+    await lease.release(); // never throws for a lost lease
+  });
+});
+
+describe("stall detection", () => {
+  it("a renewal timer that fires later than stopMargin aborts the lease first and frees the lock", async () => {
+    const store = memory();
+    const renew = vi.fn(store.renew);
+    const mutex = createMutex({ ...store, renew }, { name: "s", ttl: 3_000, stopMargin: 200 });
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
+    const lease = (await mutex.tryAcquire())!;
+    // The renewal is due at 1 000 ms; the loop is blocked for 1 300 ms, then timers run.
+    const stalled = performance.now() + 1_300;
+    vi.spyOn(performance, "now").mockReturnValue(stalled);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(lease.signal.aborted).toBe(true);
+    expect((lease.signal.reason as Error).message).toMatch(/event loop stalled/);
+    expect(renew).not.toHaveBeenCalled();
+    vi.restoreAllMocks();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await mutex.holder()).toBeNull();
+  });
+
+  // With stopMargin 0, a renewal timer 1 ms late counted as a stall and cost the lease (CHANGELOG.md, Fixed).
+  it("ordinary timer lateness within the guard's allowance is not a stall, even with stopMargin 0", async () => {
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
+    const mutex = createMutex(memory(), { name: "s", ttl: 3_000, stopMargin: 0 });
+    const lease = (await mutex.tryAcquire())!;
+    // The renewal is due at 1 000 ms; it runs 5 ms late, within ceil(1 % × 3000) + 2 = 32 ms.
+    const late = performance.now() + 1_000 + 5;
+    vi.spyOn(performance, "now").mockReturnValue(late);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(lease.signal.aborted).toBe(false);
+    vi.restoreAllMocks();
+    await lease.release();
+  });
+});
+
+describe("lease.valid", () => {
+  it("is false as soon as the deadline has passed, before any timer ran, and aborts the signal then", async () => {
+    vi.useRealTimers();
+    const mutex = createMutex(memory(), { name: "v", ttl: 100, stopMargin: 10 });
+    const lease = (await mutex.tryAcquire())!;
+    expect(lease.valid).toBe(true);
+    // A stalled process: no timer can run while this loop spins past the deadline (100 − 13 ms).
+    const end = performance.now() + 150;
+    while (performance.now() < end) {}
+    expect(lease.signal.aborted).toBe(false); // the timers have not run yet
+    expect(lease.valid).toBe(false);
+    expect(lease.signal.aborted).toBe(true);
+    expect(lease.signal.reason).toBeInstanceOf(LeaseLostError);
+    await lease.release();
+    expect(lease.valid).toBe(false);
+  });
+});
+
+describe("release", () => {
+  it("clears every timer and aborts the signal; idempotent", async () => {
+    const lease = (await createMutex(memory(), { name: "t", ttl: 900 }).tryAcquire())!;
+    expect(vi.getTimerCount()).toBe(2); // deadline + renewal
+    await lease.release();
+    expect(vi.getTimerCount()).toBe(0);
+    expect(lease.signal.aborted).toBe(true);
+    await lease.release();
+    await lease[Symbol.asyncDispose]();
+  });
+
+  it("a lost lease with a failing backend release still resolves", async () => {
+    const backend = backendWith({
+      renew: async () => false,
+      release: async () => Promise.reject(transient()),
+    });
+    const lease = (await createMutex(backend, { name: "t", ttl: 900 }).tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(400);
+    expect(lease.signal.aborted).toBe(true);
+    await expect(lease.release()).resolves.toBeUndefined();
+  });
+
+  it("rejects with the backend error for a held lease whose release failed", async () => {
+    const backend = backendWith({ release: async () => Promise.reject(transient()) });
+    const lease = (await createMutex(backend, { name: "t", ttl: 900 }).tryAcquire())!;
+    await expect(lease.release()).rejects.toBeInstanceOf(BackendError);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+});

@@ -1,0 +1,124 @@
+// createMutex checks every option at creation, and each method its own options, with a TypeError
+// or RangeError that names the option and what is valid.
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { memory } from "../../src/backends/memory.ts";
+import { createMutex } from "../../src/index.ts";
+import { azureFetch, reply, useFakeClock } from "../harness/doubles.ts";
+
+beforeEach(useFakeClock);
+afterEach(() => {
+  vi.useRealTimers();
+  vi.restoreAllMocks();
+});
+
+describe("options are checked at createMutex", () => {
+  const ok = memory();
+  it.each([
+    [{ name: "" }, RangeError, /name must be 1-255/],
+    [{ name: "x".repeat(256) }, RangeError, /name must be 1-255/],
+    [{ name: "a b" }, RangeError, /name "a b" is invalid/],
+    [{ name: "a//b" }, RangeError, /invalid/],
+    [{ name: "ends." }, RangeError, /invalid/],
+    [{ name: "/starts" }, RangeError, /invalid/],
+    [{ name: "a/../b" }, RangeError, /invalid/],
+    [{ name: "a/./b" }, RangeError, /invalid/],
+    [{ name: 3 }, TypeError, /name must be a string/],
+    [{ name: "n", ttl: 0 }, RangeError, /ttl must be an integer number of ms from 10/],
+    [{ name: "n", ttl: Number.NaN }, RangeError, /ttl/],
+    [{ name: "n", ttl: Number.POSITIVE_INFINITY }, RangeError, /ttl/],
+    [{ name: "n", ttl: 1500.5 }, RangeError, /ttl/],
+    [{ name: "n", ttl: 1_000, stopMargin: 500 }, RangeError, /stopMargin must be .* < ttl \/ 2 \(500\)/],
+    [{ name: "n", stopMargin: -1 }, RangeError, /stopMargin/],
+    [{ name: "n", retryDelay: -1 }, RangeError, /retryDelay must be a number of ms from 0/],
+    [{ name: "n", renew: "yes" }, TypeError, /renew must be a boolean/],
+    [{ name: "n", owner: "" }, TypeError, /owner must be a well-formed string of 1-256/],
+    [{ name: "n", owner: "a\uD800b" }, TypeError, /owner must be a well-formed string/],
+  ])("%o", (options, ErrorType, message) => {
+    expect(() => createMutex(ok, options as never)).toThrow(ErrorType);
+    expect(() => createMutex(ok, options as never)).toThrow(message);
+  });
+
+  it("accepts names with the allowed punctuation", () => {
+    for (const name of ["a", "jobs/nightly-report", "tenant:42@eu+1", "v1.2_x"]) {
+      expect(createMutex(ok, { name }).name).toBe(name);
+    }
+  });
+
+  it("rejects a backend missing a method, naming it", () => {
+    const { release: _, ...partial } = memory();
+    expect(() => createMutex(partial as never, { name: "n" })).toThrow(/missing method\(s\): release/);
+    expect(() => createMutex(null as never, { name: "n" })).toThrow(TypeError);
+  });
+
+  it("rejects a ttl outside the backend's range, saying the range", () => {
+    const ranged = { ...memory(), name: "ranged", ttlRange: [15_000, 60_000] as const };
+    expect(() => createMutex(ranged, { name: "n", ttl: 10_000 })).toThrow(
+      /ttl must be from 15000 to 60000 ms for the ranged backend/,
+    );
+    expect(createMutex(ranged, { name: "n", ttl: 60_000 }).name).toBe("n");
+  });
+
+  it("rejects a bad acquire timeout", async () => {
+    await expect(createMutex(ok, { name: "n" }).acquire({ timeout: -1 })).rejects.toThrow(RangeError);
+  });
+
+  it("rejects bad options of acquire, tryAcquire, holder, lead and watch with a TypeError naming the option", async () => {
+    const mutex = createMutex(ok, { name: "n" });
+    const task = async () => {};
+    const bad = null as never;
+    const cases: [Promise<unknown> | (() => unknown), RegExp][] = [
+      [mutex.acquire(bad), /acquire: options must be an object, got null/],
+      [mutex.acquire({ signal: "x" as never }), /acquire: signal must be an AbortSignal, got string/],
+      [mutex.acquire({ onError: 1 as never }), /acquire: onError must be a function/],
+      [mutex.acquire({ timeout: "5" as never }), /acquire: timeout must be a number of ms >= 0, got string/],
+      [mutex.tryAcquire(bad), /tryAcquire: options must be an object/],
+      [mutex.tryAcquire({ signal: {} as never }), /tryAcquire: signal must be an AbortSignal/],
+      [mutex.holder({ signal: 3 as never }), /holder: signal must be an AbortSignal/],
+      [mutex.lead(task, bad), /lead: options must be an object/],
+      [mutex.lead(task, { signal: "x" as never }), /lead: signal must be an AbortSignal, got string/],
+      [mutex.lead(task, { onError: "log" as never }), /lead: onError must be a function/],
+      [mutex.lead(task, { stopTimeout: Number.NaN }), /lead: stopTimeout must be a number of ms >= 0/],
+      [() => mutex.watch(bad), /watch: options must be an object/],
+      [() => mutex.watch({ signal: true as never }), /watch: signal must be an AbortSignal/],
+      [() => mutex.watch({ interval: Number.POSITIVE_INFINITY }), /watch: interval must be a finite number/],
+    ];
+    for (const [call, message] of cases) {
+      const error = await (typeof call === "function" ? Promise.resolve().then(call) : call).catch(
+        (e: unknown) => e,
+      );
+      expect(error, String(message)).toBeInstanceOf(Error);
+      expect((error as Error).name).toMatch(/^(TypeError|RangeError)$/);
+      expect((error as Error).message).toMatch(message);
+    }
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  // Not validated before (CHANGELOG.md, Fixed: "stopTimeout and watch's interval were not validated").
+  it("rejects a bad stopTimeout and watch interval", async () => {
+    const mutex = createMutex(memory(), { name: "opts" });
+    await expect(mutex.lead(async () => {}, { stopTimeout: -1 })).rejects.toThrow(RangeError);
+    expect(() => mutex.watch({ interval: Number.NaN })).toThrow(/interval must be a finite number/);
+  });
+
+  // The azure-blob backend threw on the first acquire instead (CHANGELOG.md, Fixed: "A bad owner
+  // was reported on first use").
+  it("an owner that is not well-formed Unicode is rejected by createMutex, not on first use", async () => {
+    let created: ReturnType<typeof createMutex> | undefined;
+    try {
+      created = createMutex(
+        azureBlob({
+          connectionString: "UseDevelopmentStorage=true",
+          container: "locks",
+          fetch: azureFetch(() => reply(201)),
+        }),
+        { name: "o", ttl: 15_000, owner: "bad\ud800" },
+      );
+    } catch (error) {
+      expect(error).toBeInstanceOf(TypeError);
+      expect((error as Error).message).toMatch(/owner/);
+      return;
+    }
+    await expect(created.tryAcquire()).resolves.toBeDefined();
+  });
+});
