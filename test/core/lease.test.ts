@@ -2,16 +2,12 @@
 // background renewal, stall detection, lease.valid and release. The backend is memory() with
 // single methods replaced where a test needs a fault the real store cannot make (a hang, a late
 // reply, a failure): that is the only mocking here.
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { memory } from "../../src/backends/memory.ts";
 import { BackendError, createMutex, isLockError, LeaseLostError } from "../../src/index.ts";
-import { backendWith, never, transient, useFakeClock } from "../harness/doubles.ts";
+import { backendWith, fakeClockInEachTest, never, transient } from "../harness/doubles.ts";
 
-beforeEach(useFakeClock);
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-});
+fakeClockInEachTest();
 
 const t0 = () => performance.now();
 

@@ -2,21 +2,34 @@
 // the rules are about time. The backend is memory() with single methods replaced where a test
 // needs a fault the real store cannot make (a hang, a late reply, a failure): that is the only
 // mocking here. Tests of Node's own timers and of requests that never answer use real timers.
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
-import { BackendError, createMutex, isLockError, type Lease, LockTimeoutError } from "../../src/index.ts";
+import {
+  BackendError,
+  createMutex,
+  isLockError,
+  type Lease,
+  LockTimeoutError,
+  type Mutex,
+} from "../../src/index.ts";
 import { sleep } from "../../src/time.ts";
-import { backendWith, hanging, never, transient, useFakeClock } from "../harness/doubles.ts";
+import { backendWith, fakeClockInEachTest, hanging, never, transient } from "../harness/doubles.ts";
 
-beforeEach(useFakeClock);
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-});
+fakeClockInEachTest();
 
 const t0 = () => performance.now();
+/** Lets `mutex.acquire` wait `ms` of fake time, then aborts it. */
+async function waitFor(mutex: Mutex, ms: number): Promise<void> {
+  const ctrl = new AbortController();
+  const result = mutex.acquire({ signal: ctrl.signal }).catch(() => {});
+  await vi.advanceTimersByTimeAsync(ms);
+  ctrl.abort();
+  await result;
+}
+/** The time between consecutive attempts. */
+const gapsOf = (times: number[]) => times.slice(1).map((t, i) => t - times[i]!);
 
 describe("acquire: waiting, timeout, abort", () => {
   const taken = (retryAfter?: number, times: number[] = []) =>
@@ -60,12 +73,8 @@ describe("acquire: waiting, timeout, abort", () => {
       vi.spyOn(Math, "random").mockReturnValue(random);
       const times: number[] = [];
       const mutex = createMutex(taken(undefined, times), { name: "j", retryDelay: 300 });
-      const ctrl = new AbortController();
-      const result = mutex.acquire({ signal: ctrl.signal }).catch(() => {});
-      await vi.advanceTimersByTimeAsync(3_000);
-      ctrl.abort();
-      await result;
-      const gaps = times.slice(1).map((t, i) => t - times[i]!);
+      await waitFor(mutex, 3_000);
+      const gaps = gapsOf(times);
       const expected = [25, 50, 100, 200, 300, 300].map((d) => d * factor);
       for (const [i, g] of gaps.slice(0, 6).entries())
         expect(Math.abs(g - expected[i]!)).toBeLessThanOrEqual(1);
@@ -76,12 +85,8 @@ describe("acquire: waiting, timeout, abort", () => {
   it("sleeps no longer than the holder's remaining time when the backend reports it", async () => {
     const times: number[] = [];
     const mutex = createMutex(taken(40, times), { name: "w", retryDelay: 5_000 });
-    const ctrl = new AbortController();
-    const result = mutex.acquire({ signal: ctrl.signal }).catch(() => {});
-    await vi.advanceTimersByTimeAsync(1_000);
-    ctrl.abort();
-    await result;
-    const gaps = times.slice(1).map((t, i) => t - times[i]!);
+    await waitFor(mutex, 1_000);
+    const gaps = gapsOf(times);
     expect(Math.max(...gaps.slice(0, 10))).toBeLessThanOrEqual(40);
     expect(times.length).toBeGreaterThan(15);
   });

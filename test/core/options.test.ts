@@ -1,16 +1,12 @@
 // createMutex checks every option at creation, and each method its own options, with a TypeError
 // or RangeError that names the option and what is valid.
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { createMutex } from "../../src/index.ts";
-import { azureFetch, reply, useFakeClock } from "../harness/doubles.ts";
+import { azureFetch, fakeClockInEachTest, reply } from "../harness/doubles.ts";
 
-beforeEach(useFakeClock);
-afterEach(() => {
-  vi.useRealTimers();
-  vi.restoreAllMocks();
-});
+fakeClockInEachTest();
 
 describe("options are checked at createMutex", () => {
   const ok = memory();

@@ -1,7 +1,7 @@
 // Doubles for unit tests, for the faults the real servers cannot make on demand: memory() with
 // single methods replaced, requests that never answer, canned HTTP replies, and the fake clock
 // the core's timing tests run on. Each test says which fault it needs; nothing else is mocked.
-import { vi } from "vitest";
+import { afterEach, beforeEach, vi } from "vitest";
 import type { Backend, FetchLike } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { BackendError } from "../../src/index.ts";
@@ -55,4 +55,23 @@ export function azureFetch(
     const comp = new URL(url).searchParams.get("comp") ?? init.method;
     return answer(comp === "lease" ? `lease:${init.headers["x-ms-lease-action"]}` : comp, init);
   };
+}
+
+/** What `make` throws, or undefined when it returns. */
+export function thrown(make: () => unknown): unknown {
+  try {
+    make();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
+/** Fakes the clock (useFakeClock) before each test of the file, and restores timers and mocks after. */
+export function fakeClockInEachTest(): void {
+  beforeEach(useFakeClock);
+  afterEach(() => {
+    vi.useRealTimers();
+    vi.restoreAllMocks();
+  });
 }

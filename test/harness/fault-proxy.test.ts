@@ -41,6 +41,15 @@ async function redis(base: string, command: unknown[], ms = 2_000) {
 }
 
 const direct = (command: unknown[]) => redis(url, command);
+/** Sends `SET <a new key> x` through proxy client `client` under `fault`; the key and the outcome. */
+async function setThrough(p: FaultProxy, client: string, fault: Fault, timeout?: number) {
+  const key = `proxy:${crypto.randomUUID()}`;
+  p.setRule(() => fault);
+  return { key, r: await redis(client, ["SET", key, "x"], timeout) };
+}
+/** Checks, straight at the server, whether the proxied `SET key x` was applied. */
+const expectApplied = async (key: string, applied: boolean) =>
+  expect(await direct(["GET", key])).toMatchObject({ text: applied ? '{"result":"x"}' : '{"result":null}' });
 
 describe("fault proxy", () => {
   it("passes requests through unchanged", async () => {
@@ -80,14 +89,10 @@ describe("fault proxy", () => {
     const p = proxy();
     const a = await p.client("a");
     for (const forward of [false, true]) {
-      const key = `proxy:${crypto.randomUUID()}`;
-      p.setRule(() => ({ kind: "hang", forward }));
-      const r = await redis(a, ["SET", key, "x"], 400);
+      const { key, r } = await setThrough(p, a, { kind: "hang", forward }, 400);
       expect(r.error).toMatch(/TimeoutError/);
       p.setRule(undefined);
-      expect(await direct(["GET", key])).toMatchObject({
-        text: forward ? '{"result":"x"}' : '{"result":null}',
-      });
+      await expectApplied(key, forward);
     }
     expect(p.counts().hang).toBe(2);
   });
@@ -96,14 +101,10 @@ describe("fault proxy", () => {
     const p = proxy();
     const a = await p.client("a");
     for (const forward of [false, true]) {
-      const key = `proxy:${crypto.randomUUID()}`;
-      p.setRule(() => ({ kind: "reset", forward }));
-      const r = await redis(a, ["SET", key, "x"]);
+      const { key, r } = await setThrough(p, a, { kind: "reset", forward });
       expect(r.error).toMatch(/fetch failed|terminated|ECONNRESET|socket/i);
       expect(r.ms).toBeLessThan(1_000);
-      expect(await direct(["GET", key])).toMatchObject({
-        text: forward ? '{"result":"x"}' : '{"result":null}',
-      });
+      await expectApplied(key, forward);
     }
     expect(p.counts().reset).toBe(2);
   });

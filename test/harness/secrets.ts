@@ -19,31 +19,24 @@ import { afterAll, expect, inject, vi } from "vitest";
 vi.mock("../../src/errors.ts", async (importOriginal) => {
   const original = await importOriginal<typeof import("../../src/errors.ts")>();
   const { record } = await import("./secrets.ts");
-  class LockError extends original.LockError {
-    constructor(...args: ConstructorParameters<typeof original.LockError>) {
-      super(...args);
-      record(this);
-    }
-  }
-  class LockTimeoutError extends original.LockTimeoutError {
-    constructor(...args: ConstructorParameters<typeof original.LockTimeoutError>) {
-      super(...args);
-      record(this);
-    }
-  }
-  class LeaseLostError extends original.LeaseLostError {
-    constructor(...args: ConstructorParameters<typeof original.LeaseLostError>) {
-      super(...args);
-      record(this);
-    }
-  }
-  class BackendError extends original.BackendError {
-    constructor(...args: ConstructorParameters<typeof original.BackendError>) {
-      super(...args);
-      record(this);
-    }
-  }
-  return { ...original, LockError, LockTimeoutError, LeaseLostError, BackendError };
+  // Each error class of the library, recording every instance it makes. (A mixin's constructor
+  // must take any[]: TypeScript requires it.)
+  // biome-ignore lint/suspicious/noExplicitAny: see above
+  const recorded = <C extends new (...args: any[]) => Error>(Base: C) =>
+    class extends Base {
+      // biome-ignore lint/suspicious/noExplicitAny: see above
+      constructor(...args: any[]) {
+        super(...args);
+        record(this);
+      }
+    };
+  return {
+    ...original,
+    LockError: recorded(original.LockError),
+    LockTimeoutError: recorded(original.LockTimeoutError),
+    LeaseLostError: recorded(original.LeaseLostError),
+    BackendError: recorded(original.BackendError),
+  };
 });
 
 interface Registry {

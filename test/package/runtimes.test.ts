@@ -13,7 +13,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
 import { NODE24 } from "../harness/servers/runtimes.ts";
-import { SMOKE_CHECKS } from "../harness/smoke/suite.ts";
+import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
@@ -208,13 +208,6 @@ describe("workerd before compatibility date 2024-11-11", () => {
   });
 });
 
-async function redis(command: (string | number)[]): Promise<unknown> {
-  const r = await fetch(upstash.url, {
-    method: "POST",
-    headers: { authorization: `Bearer ${upstash.token}` },
-    body: JSON.stringify(command),
-  });
-  const body = (await r.json()) as { result?: unknown; error?: string };
-  if (!r.ok) throw new Error(`redis ${command[0]}: HTTP ${r.status} ${body.error}`);
-  return body.result;
+function redis(command: (string | number)[]): Promise<unknown> {
+  return restCommand(upstash.url, upstash.token, command);
 }

@@ -73,6 +73,16 @@ async function until<T>(what: string, get: () => T | undefined, timeout = 15_000
 }
 
 /** Three candidates, all campaigning, one leading. */
+/** Sends the leader `signal`; resolves when and how the next leader started. */
+async function replaceLeader(events: Event[], leader: Candidate, signal: NodeJS.Signals) {
+  const at = now();
+  leader.child.kill(signal);
+  const next = await until("a new leader", () =>
+    events.find((e) => e.event === "start" && e.pid !== leader.pid && e.t > at),
+  );
+  return { at, next };
+}
+
 async function election(name: string) {
   const events: Event[] = [];
   const candidates = [0, 1, 2].map(() => candidate(name, events));
@@ -115,11 +125,7 @@ describe("failover across processes (Upstash bridge)", () => {
   it(`a SIGKILLed leader is replaced within ttl + retryDelay (${TTL} + ${RETRY_DELAY} ms), without overlap`, async () => {
     const name = `failover-kill-${crypto.randomUUID()}`;
     const { events, candidates, leader } = await election(name);
-    const killedAt = now();
-    leader.child.kill("SIGKILL");
-    const next = await until("a new leader", () =>
-      events.find((e) => e.event === "start" && e.pid !== leader.pid && e.t > killedAt),
-    );
+    const { at: killedAt, next } = await replaceLeader(events, leader, "SIGKILL");
     const takeover = next.t - killedAt;
     const lastDeadline = Math.max(
       ...events.filter((e) => e.pid === leader.pid && e.deadline !== undefined).map((e) => e.deadline!),
@@ -140,11 +146,7 @@ describe("failover across processes (Upstash bridge)", () => {
   it(`a leader stopped with SIGTERM hands over within about one retryDelay (${RETRY_DELAY} + ${SLACK} ms), without overlap`, async () => {
     const name = `failover-term-${crypto.randomUUID()}`;
     const { events, candidates, leader } = await election(name);
-    const stoppedAt = now();
-    leader.child.kill("SIGTERM");
-    const next = await until("a new leader", () =>
-      events.find((e) => e.event === "start" && e.pid !== leader.pid && e.t > stoppedAt),
-    );
+    const { at: stoppedAt, next } = await replaceLeader(events, leader, "SIGTERM");
     expect(await leader.exited).toBe(0);
     const stop = events.find((e) => e.pid === leader.pid && e.event === "stop")!;
     const handover = next.t - stoppedAt;

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, inject, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, type Lease } from "../../src/index.ts";
+import { defaultStopMargin, guardOf } from "../../src/timing.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
 import { connectResp, type RespConnection } from "../harness/servers/resp.ts";
 
@@ -34,6 +35,19 @@ function onAbort<T>(lease: Lease, probe: () => Promise<T>): Promise<{ at: number
   });
 }
 
+/** Waits for the holder's abort and for the other's lease, then heals the partition. */
+async function outcome<T>(
+  p: FaultProxy,
+  aborted: Promise<{ at: number; probe: T }>,
+  acquired: Promise<{ lease: Lease; at: number }>,
+) {
+  const abort = await aborted;
+  const got = await acquired;
+  cleanup.push(() => got.lease.release());
+  p.heal("a");
+  return { abort, got };
+}
+
 describe("partition of the holder", () => {
   it("upstash: the holder aborts while the lock's PTTL is still > 0; the other acquires only after", async () => {
     const { url, token, redisSocket } = inject("upstash");
@@ -58,13 +72,10 @@ describe("partition of the holder", () => {
     p.partition("a");
     const acquiredB = b.acquire({ timeout: 10_000 }).then((lease) => ({ lease, at: performance.now() }));
 
-    const abort = await aborted;
-    const got = await acquiredB;
-    cleanup.push(() => got.lease.release());
-    p.heal("a");
+    const { abort, got } = await outcome(p, aborted, acquiredB);
     const figures = {
       ttl,
-      guard: Math.ceil(0.01 * ttl) + 2 + Math.min(1_000, ttl / 5),
+      guard: guardOf(ttl, defaultStopMargin(ttl)),
       abortAfterPartitionMs: Math.round(abort.at - tPartition),
       pttlAtAbortMs: abort.probe.pttl,
       holderAtAbort: abort.probe.holder,
@@ -109,13 +120,10 @@ describe("partition of the holder", () => {
     p.partition("a"); // the first renewal (after ~5 s) and every retry are black-holed
     const acquiredB = b.acquire({ timeout: 30_000 }).then((lease) => ({ lease, at: performance.now() }));
 
-    const abort = await aborted;
-    const got = await acquiredB;
-    cleanup.push(() => got.lease.release());
-    p.heal("a");
+    const { abort, got } = await outcome(p, aborted, acquiredB);
     const figures = {
       ttl,
-      guard: Math.ceil(0.01 * ttl) + 2 + 1_000,
+      guard: guardOf(ttl, defaultStopMargin(ttl)),
       abortAfterAcquireMs: Math.round(abort.at - tAcquired),
       leaseStateAtAbort: abort.probe.state,
       leaseStatusAtAbort: abort.probe.status,

@@ -13,6 +13,7 @@ import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../../src/index.ts";
+import { defaultStopMargin, guardOf, quietBound, renewalBound } from "../../src/timing.ts";
 import { listenLoopback } from "../harness/servers/listen.ts";
 
 const TOKEN = "property-TOKEN-5f0c1e2d";
@@ -95,7 +96,7 @@ function invalidOptions(o: Record<string, unknown>, range?: readonly [number, nu
     ttl <= 2_147_483_647 &&
     (!range || (ttl >= range[0] && ttl <= range[1]));
   if (!ttlOk) bad.add("ttl");
-  const sm = o.stopMargin ?? (ttlOk ? Math.min(1_000, (ttl as number) / 5) : 0);
+  const sm = o.stopMargin ?? (ttlOk ? defaultStopMargin(ttl as number) : 0);
   if (ttlOk && !(typeof sm === "number" && Number.isFinite(sm) && sm >= 0 && sm < (ttl as number) / 2)) {
     bad.add("stopMargin");
   }
@@ -385,7 +386,7 @@ describe("upstash: random answers through an injected fetch", () => {
         const log: Exchange[] = [];
         const ttl = 300;
         const stopMargin = 30;
-        const guard = Math.ceil(0.01 * ttl) + 2 + stopMargin;
+        const guard = guardOf(ttl, stopMargin);
         const backend = upstash({
           url: "https://fake.upstash.io",
           token: TOKEN,
@@ -417,11 +418,11 @@ describe("upstash: random answers through an injected fetch", () => {
           expect(JSON.parse(bodyOf(ex.reply)).result[0]).toBe(0); // null only for a well-formed "taken"
         }
 
-        // renew and release of a lease we got: bounded by min(ttl/5, time left) and max(ttl/5, 1 000).
+        // renew and release of a lease we got: bounded by renewalBound and quietBound (src/timing.ts).
         if (t.ok && t.value) {
           from = log.length;
           const r = await timed(t.value.renew());
-          expect(r.ms).toBeLessThan(ttl / 5 + SLACK);
+          expect(r.ms).toBeLessThan(renewalBound(ttl, ttl - guard) + SLACK);
           if (r.ok)
             expect(
               log
@@ -453,7 +454,7 @@ describe("upstash: random answers through an injected fetch", () => {
 
         for (const lease of leases) {
           const rel = await timed(lease.release());
-          expect(rel.ms).toBeLessThan(1_000 + SLACK);
+          expect(rel.ms).toBeLessThan(quietBound(ttl) + SLACK);
           if (!rel.ok) expectLockError(rel, "release");
           expect(lease.signal.aborted).toBe(true);
         }
@@ -505,15 +506,17 @@ describe("upstash: random answers from a real HTTP server", () => {
       fc.asyncProperty(replyArb(upstashBody), async (reply) => {
         current = reply;
         const replies = [reply];
+        const ttl = 300;
+        const stopMargin = 30;
         const mutex = createMutex(upstash({ url, token: TOKEN }), {
           name: "prop",
-          ttl: 300,
-          stopMargin: 30,
+          ttl,
+          stopMargin,
           retryDelay: 20,
           renew: false,
         });
         const t = await timed(mutex.tryAcquire());
-        expect(t.ms).toBeLessThan(300 - 35 + SLACK);
+        expect(t.ms).toBeLessThan(ttl - guardOf(ttl, stopMargin) + SLACK);
         const first = replies[0]!;
         const firstToken = upstashToken({
           url,
@@ -596,7 +599,7 @@ describe("azure-blob: random answers through an injected fetch", () => {
         }),
         async (plan) => {
           // No hangs on the lease request here: a hung acquire is bounded by ttl − guard ≈ 14 s (Azure's
-          // minimum ttl), covered in faults.proxy.test.ts; acquire({ timeout }) below bounds the rest.
+          // minimum ttl), covered in test/harness/fault-proxy.test.ts; acquire({ timeout }) below bounds the rest.
           const log: Exchange[] = [];
           const pick = (u: string, method: string, h: Record<string, string>): Reply => {
             if (u.includes("comp=lease") && h["x-ms-lease-action"] === "acquire") return plan.lease;
@@ -612,7 +615,8 @@ describe("azure-blob: random answers through an injected fetch", () => {
             container: "locks",
             fetch: fakeFetch([], log, pick),
           });
-          const mutex = createMutex(backend, { name: "prop", ttl: 15_000, retryDelay: 20, renew: false });
+          const ttl = 15_000;
+          const mutex = createMutex(backend, { name: "prop", ttl, retryDelay: 20, renew: false });
           const a = await timed(mutex.acquire({ timeout: 200 }));
           expect(a.ms, JSON.stringify(plan)).toBeLessThan(200 + SLACK);
           if (a.ok) {
@@ -632,7 +636,7 @@ describe("azure-blob: random answers through an injected fetch", () => {
               log.some((e) => e.url.includes("comp=metadata") && e.delivered && e.reply.status === 200),
             ).toBe(true);
             const rel = await timed(lease.release());
-            expect(rel.ms).toBeLessThan(3_000 + SLACK);
+            expect(rel.ms).toBeLessThan(quietBound(ttl) + SLACK);
             if (!rel.ok) expectLockError(rel, "release");
           } else expectLockError(a, "acquire");
           const h = await timed(mutex.holder({ signal: AbortSignal.timeout(200) }));

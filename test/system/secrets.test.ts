@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, type FetchLike, isLockError } from "../../src/index.ts";
+import { thrown } from "../harness/doubles.ts";
 import { checkNoSecrets, registerSecret, secretStats } from "../harness/secrets.ts";
 import { fakeEntraToken, nodeFetch } from "../harness/servers/azurite.ts";
 import { listenLoopback } from "../harness/servers/listen.ts";
@@ -131,12 +132,7 @@ describe("upstash", () => {
     ];
     for (const [make, secret] of cases) {
       registerSecret(secret);
-      let error: unknown;
-      try {
-        make();
-      } catch (e) {
-        error = e;
-      }
+      const error = thrown(() => make());
       expect(error).toBeInstanceOf(TypeError);
       checkNoSecrets(error, secret);
     }
@@ -259,12 +255,7 @@ describe("azure-blob", () => {
     ];
     for (const [make, secret] of cases) {
       registerSecret(secret);
-      let error: unknown;
-      try {
-        make();
-      } catch (e) {
-        error = e;
-      }
+      const error = thrown(() => make());
       expect(error, secret).toBeInstanceOf(TypeError);
       checkNoSecrets(error, secret);
     }

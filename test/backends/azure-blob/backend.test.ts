@@ -23,6 +23,7 @@ import {
   type TokenCredentialLike,
 } from "../../../src/backends/azure-blob/index.ts";
 import { createMutex } from "../../../src/index.ts";
+import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import {
   type AccountAnswer,
@@ -752,12 +753,7 @@ describe("azure-blob on Azurite", () => {
       ],
     ];
     it.each(cases)("%s", (_name, options, message) => {
-      let error: unknown;
-      try {
-        azureBlob(options as AzureBlobOptions);
-      } catch (e) {
-        error = e;
-      }
+      const error = thrown(() => azureBlob(options as AzureBlobOptions));
       expect(error).toBeInstanceOf(TypeError);
       expect((error as Error).message).toMatch(/^\[leasehold\] \[azure-blob\] /);
       expect((error as Error).message).toMatch(message);

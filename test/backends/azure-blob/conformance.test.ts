@@ -11,7 +11,7 @@ import {
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
 import { describe, inject, it } from "vitest";
-import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
+import { type AzureBlobOptions, azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { testBackend } from "../../../src/testing.ts";
 
 const az = inject("azurite");
@@ -30,72 +30,38 @@ function accountSas(): string {
   ).toString();
 }
 
+const sharedKey = { accountUrl: az.accountUrl, accountName: az.accountName, accountKey: az.accountKey };
+
+/** Each credential form (and block blobs): its title and its options, each with a container of its own. */
+const forms: [string, () => AzureBlobOptions][] = [
+  [
+    "SharedKey (accountUrl + accountName + accountKey)",
+    () => ({ ...sharedKey, container: "conformance-sharedkey" }),
+  ],
+  [
+    'block blobs (blobType: "block", for accounts without page blobs)',
+    () => ({ ...sharedKey, container: "conformance-block", blobType: "block" }),
+  ],
+  ["connection string", () => ({ connectionString: az.connectionString, container: "conformance-connstr" })],
+  [
+    "account SAS",
+    () => ({
+      accountUrl: az.accountUrl,
+      sasToken: accountSas(),
+      container: "conformance-sas",
+      prefix: "locks/",
+    }),
+  ],
+];
+
 describe.concurrent("azure-blob conformance", () => {
-  describe("SharedKey (accountUrl + accountName + accountKey)", () => {
-    testBackend(
-      { describe, it },
-      {
-        ttl,
-        backend: () =>
-          azureBlob({
-            accountUrl: az.accountUrl,
-            accountName: az.accountName,
-            accountKey: az.accountKey,
-            container: "conformance-sharedkey",
-            createContainer: true,
-          }),
-      },
-    );
-  });
-
-  describe('block blobs (blobType: "block", for accounts without page blobs)', () => {
-    testBackend(
-      { describe, it },
-      {
-        ttl,
-        backend: () =>
-          azureBlob({
-            accountUrl: az.accountUrl,
-            accountName: az.accountName,
-            accountKey: az.accountKey,
-            container: "conformance-block",
-            createContainer: true,
-            blobType: "block",
-          }),
-      },
-    );
-  });
-
-  describe("connection string", () => {
-    testBackend(
-      { describe, it },
-      {
-        ttl,
-        backend: () =>
-          azureBlob({
-            connectionString: az.connectionString,
-            container: "conformance-connstr",
-            createContainer: true,
-          }),
-      },
-    );
-  });
-
-  describe("account SAS", () => {
-    const sasToken = accountSas();
-    testBackend(
-      { describe, it },
-      {
-        ttl,
-        backend: () =>
-          azureBlob({
-            accountUrl: az.accountUrl,
-            sasToken,
-            container: "conformance-sas",
-            prefix: "locks/",
-            createContainer: true,
-          }),
-      },
-    );
-  });
+  for (const [title, options] of forms) {
+    describe(title, () => {
+      const resolved = options(); // once per form: the SAS is signed here
+      testBackend(
+        { describe, it },
+        { ttl, backend: () => azureBlob({ ...resolved, createContainer: true }) },
+      );
+    });
+  }
 });

@@ -5,13 +5,12 @@ import { afterAll, describe, expect, inject, it } from "vitest";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { createMutex, isLockError, type Lease } from "../../../src/index.ts";
 import { type FaultServer, startFaultServer } from "../../harness/servers/upstash-faults.ts";
+import { fenceKey, lockKey } from "../../harness/upstash.ts";
 
 const ctx = inject("upstash");
 const backend = upstash({ url: ctx.url, token: ctx.token });
 const sdk = new Redis({ url: ctx.url, token: ctx.token });
 const unique = () => `m-${crypto.randomUUID()}`;
-const lockKey = (name: string) => `leasehold:{${name}}`;
-const fenceKey = (name: string) => `leasehold:{${name}}:fence`;
 
 const servers: FaultServer[] = [];
 afterAll(async () => {

@@ -217,3 +217,19 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
   check(missing.length === 0, `every check ran (missing: ${missing.join("; ")})`);
   return { runtime: env.runtime, passed, ms: Math.round(performance.now() - started) };
 }
+
+/** Sends one command to the Upstash REST API at `url` and returns its result. */
+export async function restCommand(
+  url: string,
+  token: string,
+  command: (string | number)[],
+): Promise<unknown> {
+  const r = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}` },
+    body: JSON.stringify(command),
+  });
+  const body = (await r.json()) as { result?: unknown; error?: string };
+  if (!r.ok) throw new Error(`redis ${command[0]}: HTTP ${r.status} ${body.error}`);
+  return body.result;
+}

@@ -12,7 +12,7 @@ import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { memory } from "leasehold/memory";
 import { fromEnv, upstash } from "leasehold/upstash";
-import { smoke, smokeEnv } from "./suite.ts";
+import { restCommand, smoke, smokeEnv } from "./suite.ts";
 
 type Env = Record<string, string>;
 interface ScheduledController {
@@ -54,15 +54,8 @@ g.clearInterval = (id) => {
   return realClearInterval(id);
 };
 
-async function redis(env: Env, command: (string | number)[]): Promise<unknown> {
-  const r = await fetch(env.UPSTASH_REDIS_REST_URL!, {
-    method: "POST",
-    headers: { authorization: `Bearer ${env.UPSTASH_REDIS_REST_TOKEN}` },
-    body: JSON.stringify(command),
-  });
-  const body = (await r.json()) as { result?: unknown; error?: string };
-  if (!r.ok) throw new Error(`redis ${command[0]}: HTTP ${r.status} ${body.error}`);
-  return body.result;
+function redis(env: Env, command: (string | number)[]): Promise<unknown> {
+  return restCommand(env.UPSTASH_REDIS_REST_URL!, env.UPSTASH_REDIS_REST_TOKEN!, command);
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -1,0 +1,102 @@
+// `leasehold exec` (cli/exec.ts): a distributed flock. Exit statuses, contention, lease loss and
+// signal forwarding, against the shared Upstash bridge.
+import { afterEach, describe, expect, it } from "vitest";
+import { alive, cli, gone, lockKey, sdk, sh, stopChildren, unique } from "../harness/cli.ts";
+
+afterEach(stopChildren);
+
+describe("leasehold exec", () => {
+  it("passes the command's exit status through (128+n for a signal; 127 not found) and gives it the lease", async () => {
+    const name = unique("exit");
+    const seven = sh(["exec", "--name", name], 'echo "$LEASEHOLD_NAME $LEASEHOLD_TOKEN"; exit 7');
+    expect(await seven.status).toBe(7);
+    expect(seven.stdout).toMatch(new RegExp(`^${name} \\d+\\n$`));
+    const runs = [
+      sh(["exec", "--name", `${name}-a`], "kill -TERM $$"),
+      cli(["exec", "--name", `${name}-b`, "--", "true"]),
+      cli(["exec", "--name", `${name}-c`, "--", "leasehold-no-such-command"]),
+    ];
+    expect(await Promise.all(runs.map((r) => r.status))).toEqual([143, 0, 127]);
+    expect(runs[2]!.stderr).toMatch(/command not found/);
+    // released afterwards
+    expect(await sdk.exists(lockKey(name), lockKey(`${name}-a`), lockKey(`${name}-b`))).toBe(0);
+  });
+
+  it("two at once: one runs, the other exits 75 at once without running; --timeout gives up with 75, --wait runs after", async () => {
+    const name = unique("flock");
+    const first = sh(
+      ["exec", "--name", name, "--ttl", "1500", "--owner", "first"],
+      "echo started; sleep 2; echo done",
+    );
+    await first.printed("started");
+    const started = performance.now();
+    const second = sh(["exec", "--name", name], "echo SECOND-RAN");
+    const timed = sh(["exec", "--name", name, "--timeout", "300"], "echo TIMED-RAN");
+    const quiet = sh(["exec", "--name", name, "-q"], "echo QUIET-RAN");
+    const waiter = sh(["exec", "--name", name, "--wait", "--retry-delay", "100"], "echo WAITER-RAN");
+    expect(await second.status).toBe(75);
+    expect(await timed.status).toBe(75);
+    expect(await quiet.status).toBe(75);
+    expect(quiet.stdout + quiet.stderr).toBe("");
+    expect(performance.now() - started).toBeLessThan(1_900); // while the first still runs
+    expect(first.child.exitCode).toBeNull();
+    expect(second.stdout).toBe("");
+    expect(second.stderr).toMatch(new RegExp(`"${name}" is taken by first \\(token \\d+\\)`));
+    expect(timed.stdout).toBe("");
+    expect(timed.stderr).toMatch(/still taken after 300 ms/);
+    expect(await first.status).toBe(0);
+    expect(first.stdout).toBe("started\ndone\n");
+    expect(await waiter.status).toBe(0);
+    expect(waiter.stdout).toBe("WAITER-RAN\n");
+  });
+
+  it("on lease loss stops the command's process group with SIGTERM and exits 76 with a message", async () => {
+    const name = unique("lost");
+    const script = 'trap "echo got-term; exit 0" TERM; sleep 30 & echo "started $!"; wait';
+    const run = sh(["exec", "--name", name, "--ttl", "1500"], script);
+    await run.printed("started");
+    const grandchild = Number(/started (\d+)/.exec(run.stdout)![1]);
+    expect(alive(grandchild)).toBe(true);
+    const deleted = performance.now();
+    expect(await sdk.del(lockKey(name))).toBe(1); // behind the holder's back
+    expect(await run.status).toBe(76);
+    // noticed at the next renewal (every ttl/3 ± 10 %)
+    expect(performance.now() - deleted).toBeLessThan(1_500);
+    expect(run.stdout).toContain("got-term");
+    expect(run.stderr).toMatch(new RegExp(`lost the lock "${name}" \\(token \\d+\\) while the command ran`));
+    expect(run.stderr).toMatch(/exiting 76/);
+    expect(await gone(grandchild)).toBe(true); // the whole group got the SIGTERM
+  });
+
+  it.each([
+    ["", false],
+    [" (also when its stderr reader is gone: writing a message never ends supervision)", true],
+  ])("on lease loss SIGKILLs a command that ignores SIGTERM after --grace%s", async (_, deadStderr) => {
+    const name = unique("lost-kill");
+    const run = sh(
+      ["exec", "--name", name, "--ttl", "1500", "--grace", "300"],
+      'trap "" TERM; echo started; sleep 30; echo SURVIVED',
+      { deadStderr },
+    );
+    await run.printed("started");
+    await sdk.del(lockKey(name));
+    expect(await run.status).toBe(76);
+    expect(run.stdout).not.toContain("SURVIVED");
+    if (deadStderr) return;
+    expect(run.stderr).toMatch(/SIGKILL after 300 ms/);
+    expect(run.stderr).toMatch(/stopped with SIGKILL \(status 137\)/);
+  });
+
+  it("forwards SIGTERM to the command, waits for it, releases, and exits with its status", async () => {
+    const name = unique("forward");
+    const run = sh(
+      ["exec", "--name", name],
+      'trap "echo got-term; exit 3" TERM; sleep 30 & echo started; wait',
+    );
+    await run.printed("started");
+    run.child.kill("SIGTERM");
+    expect(await run.status).toBe(3);
+    expect(run.stdout).toBe("started\ngot-term\n");
+    expect(await sdk.exists(lockKey(name))).toBe(0);
+  });
+});

@@ -1,0 +1,68 @@
+// `leasehold --help` and usage errors (cli/help.ts, cli/args.ts).
+import { afterEach, describe, expect, it } from "vitest";
+import { bare, cli, stopChildren } from "../harness/cli.ts";
+
+afterEach(stopChildren);
+
+describe("leasehold --help and usage errors", () => {
+  it("--help documents every command, flag, default, exit status and variable, and exits 0", async () => {
+    const runs = [[], ["--help"], ["exec", "--help"], ["lead", "-h"], ["status", "--help"]].map((a) =>
+      cli(a, { env: bare }),
+    );
+    expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 0, 0, 0, 0]);
+    const [, main, exec, lead, status] = runs.map((r) => r.stdout);
+    for (const text of [main, exec, lead, status]) {
+      for (const v of [
+        "UPSTASH_REDIS_REST_URL",
+        "UPSTASH_REDIS_REST_TOKEN",
+        "AZURE_STORAGE_CONNECTION_STRING",
+        "LEASEHOLD_AZURE_CONTAINER",
+        "--container",
+        "--create-container",
+        "--backend",
+        "--name",
+      ]) {
+        expect(text).toContain(v);
+      }
+    }
+    for (const flag of [
+      "--wait",
+      "--timeout",
+      "--ttl",
+      "--grace",
+      "--retry-delay",
+      "--owner",
+      "--quiet",
+      "15000",
+      " 75 ",
+      " 76 ",
+    ]) {
+      expect(exec).toContain(flag);
+    }
+    for (const flag of ["--ttl", "--grace", "--retry-delay", "--owner", "SIGTERM"])
+      expect(lead).toContain(flag);
+    expect(status).toContain("--json");
+    for (const code of ["75", "76", "69", "126", "127"]) expect(main).toContain(code);
+  });
+
+  it("exits 2 with a usage message for unknown options, a missing --name or command, bad numbers", async () => {
+    const cases: [string[], RegExp][] = [
+      [["exec", "--name", "x", "--bogus", "--", "true"], /unknown option --bogus/],
+      [["exec", "--", "true"], /--name is required/],
+      [["exec", "--name", "x"], /needs a command/],
+      [["lead", "--name", "x", "--"], /needs a command/],
+      [["status", "--name", "x", "--wait"], /--wait is not an option of "status"/],
+      [["exec", "--name", "x", "--ttl", "soon", "--", "true"], /--ttl must be a whole number of ms/],
+      [["frobnicate"], /unknown command/],
+      [["exec", "--name", "bad//name", "--", "true"], /name .* is invalid/],
+      [["exec", "--name", "x", "--ttl", "1000", "--grace", "900", "--", "true"], /--grace must be less than/],
+    ];
+    const runs = cases.map(([args]) => cli(args));
+    const statuses = await Promise.all(runs.map((r) => r.status));
+    cases.forEach(([args, message], i) => {
+      expect(statuses[i], args.join(" ")).toBe(2);
+      expect(runs[i]!.stderr, args.join(" ")).toMatch(message);
+      expect(runs[i]!.stderr).toMatch(/--help/);
+    });
+  });
+});

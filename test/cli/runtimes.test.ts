@@ -1,0 +1,62 @@
+// The command on Bun and Deno, and on Azure Blob (Azurite).
+import { afterEach, describe, expect, inject, it } from "vitest";
+import { bare, cli, sh, stopChildren, unique } from "../harness/cli.ts";
+
+afterEach(stopChildren);
+
+const az = inject("azurite");
+
+describe("other runtimes and backends", () => {
+  it.each(["bun", "deno"] as const)(
+    "runs on %s: status, and exec passing the status through",
+    async (runtime) => {
+      const name = unique(runtime);
+      const status = cli(["status", "--name", name], { runtime });
+      expect(await status.status, status.stderr).toBe(0);
+      expect(status.stdout).toBe(`"${name}" is free\n`);
+      const exec = sh(["exec", "--name", name], 'echo "token $LEASEHOLD_TOKEN"; exit 7', {
+        runtime,
+      });
+      expect(await exec.status, exec.stderr).toBe(7);
+      expect(exec.stdout).toMatch(/^token \d+\n$/);
+      const none = cli(["status", "--name", name], { runtime, env: bare });
+      expect(await none.status).toBe(2);
+      expect(none.stderr).toMatch(/UPSTASH_REDIS_REST_URL/);
+    },
+  );
+
+  it("works on Azure Blob (Azurite): status, exec, the ttl range, a wrong key", async () => {
+    const name = unique("azure");
+    const container = `cli-${crypto.randomUUID().slice(0, 8)}`;
+    const env = {
+      ...bare,
+      AZURE_STORAGE_CONNECTION_STRING: az.connectionString,
+      LEASEHOLD_AZURE_CONTAINER: container,
+    };
+    const exec = sh(["exec", "--name", name, "--create-container"], "exit 5", { env });
+    expect(await exec.status, exec.stderr).toBe(5);
+    const wrongKey = btoa(crypto.randomUUID());
+    const runs = [
+      cli(["status", "--name", name], { env }),
+      cli(["exec", "--name", name, "--ttl", "2000", "--", "true"], { env }),
+      cli(["exec", "--name", name, "--container", "missing-container", "--", "true"], { env }),
+      cli(["status", "--name", name], {
+        env: {
+          ...env,
+          AZURE_STORAGE_CONNECTION_STRING: az.connectionString.replace(az.accountKey, wrongKey),
+        },
+      }),
+    ];
+    expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 2, 69, 2]);
+    expect(runs[0]!.stdout).toBe(`"${name}" is free\n`);
+    expect(runs[1]!.stderr).toMatch(
+      /ttl must be from 15000 to 60000 ms for the azure-blob backend, got 2000/,
+    );
+    expect(runs[2]!.stderr).toMatch(/does not exist.*--create-container/s);
+    expect(runs[3]!.stderr).toMatch(/HTTP 403/);
+    for (const r of runs) {
+      expect(r.stdout + r.stderr).not.toContain(az.accountKey);
+      expect(r.stdout + r.stderr).not.toContain(wrongKey);
+    }
+  });
+});
