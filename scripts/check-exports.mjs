@@ -101,8 +101,9 @@ if (!existsSync(`${root}dist`)) {
 // 5. The places that stand in for the published package agree with it.
 for (const file of ["examples/deno/deno.json", "test/harness/smoke/deno.json"]) {
   const map = json(file).imports ?? {};
+  const up = "../".repeat(file.split("/").length - 1); // from the file's folder to the root
   const want = Object.fromEntries(
-    jsrSubpaths.map((s) => [`jsr:${jsr.name}${s.slice(1)}`, `../../${norm(jsr.exports[s])}`]),
+    jsrSubpaths.map((s) => [`jsr:${jsr.name}${s.slice(1)}`, `${up}${norm(jsr.exports[s])}`]),
   );
   const keys = Object.keys(map).filter((k) => k.startsWith(`jsr:${jsr.name}`));
   if (!sameSet(keys, Object.keys(want)))
