@@ -51,7 +51,7 @@ export async function runColdStart(
       entryPoints: {
         index: `${ROOT}/src/index.ts`,
         "backends/memory": `${ROOT}/src/backends/memory.ts`,
-        "backends/upstash": `${ROOT}/src/backends/upstash/index.ts`,
+        "backends/upstash/index": `${ROOT}/src/backends/upstash/index.ts`,
       },
       outdir: dir,
       bundle: true,

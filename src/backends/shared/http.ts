@@ -53,21 +53,14 @@ export interface HttpReply {
   body: string;
 }
 
-/** Reads a body of at most {@link MAX_REPLY_BYTES}; `undefined` when it is longer. */
+/**
+ * Reads a body of at most {@link MAX_REPLY_BYTES} from its stream, counting bytes as they are
+ * decoded; `undefined` when it is longer.
+ */
 async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> {
-  const declared = Number(res.headers.get("content-length") ?? Number.NaN);
-  if (declared > MAX_REPLY_BYTES) {
-    await res.body?.cancel().catch(() => {});
-    return undefined;
-  }
-  // A declared length within the cap, uncompressed: fetch stops at it, so it is read whole. A
-  // compressed body is counted as it is decoded (a small one can expand without bound).
-  const plain = declared >= 0 && (res.headers.get("content-encoding") ?? "identity") === "identity";
-  const reader = plain ? undefined : res.body?.getReader();
+  const reader = res.body?.getReader();
   if (!reader) {
     // A custom fetch without a body stream: the cap can only be checked after reading.
-    // (With a declared length fetch delivers no more than that; a body longer than its
-    // Content-Length is cut there by the HTTP parser.)
     const text = await res.text();
     return text.length > MAX_REPLY_BYTES ? undefined : text;
   }
@@ -84,6 +77,19 @@ async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string |
     }
     text += decoder.decode(value, { stream: true });
   }
+}
+
+/** The body of `res`, or `undefined` when it is longer than {@link MAX_REPLY_BYTES}. */
+function readBody(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> | undefined {
+  const length = res.headers.get("content-length");
+  if (length === null || res.headers.get("content-encoding") !== null) return readCapped(res);
+  // A declared length, uncompressed: fetch delivers no more than that, so a length within the
+  // cap is read whole (the fast path, every answer of Upstash and Azure), and a longer one is
+  // refused unread. A compressed body is counted as it is decoded: a small one can expand
+  // without bound.
+  if (Number(length) <= MAX_REPLY_BYTES) return res.text();
+  res.body?.cancel().catch(() => {});
+  return undefined;
 }
 
 /**
@@ -115,30 +121,31 @@ export async function send(
   init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal | undefined },
   secrets: readonly string[],
 ): Promise<HttpReply> {
-  const { signal, ...rest } = init;
-  const request: Parameters<FetchLike>[1] = { ...rest, redirect: "manual" };
+  const { signal, headers } = init;
+  const request: Parameters<FetchLike>[1] = { method: init.method, headers, redirect: "manual" };
+  if (init.body !== undefined) request.body = init.body;
   if (signal) request.signal = signal;
+  const withoutCache = refusedCache.has(fetchFn);
+  if (!withoutCache) request.cache = "no-store";
   let status: number;
   let body: string | undefined;
   let res: Awaited<ReturnType<FetchLike>>;
   try {
-    if (refusedCache.has(fetchFn)) res = await fetchFn(url, request);
-    else {
-      try {
-        res = await fetchFn(url, { ...request, cache: "no-store" });
-      } catch (error) {
-        if (!refusesCache(error)) throw error;
-        refusedCache.add(fetchFn);
-        res = await fetchFn(url, request);
-      }
+    try {
+      res = await fetchFn(url, request);
+    } catch (error) {
+      if (withoutCache || !refusesCache(error)) throw error;
+      refusedCache.add(fetchFn);
+      delete request.cache;
+      res = await fetchFn(url, request);
     }
     status = res.status;
-    if (status >= 300 && status < 400) await res.body?.cancel().catch(() => {});
-    else body = await readCapped(res);
+    if (status >= 300 && status < 400) res.body?.cancel().catch(() => {});
+    else body = await readBody(res);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     // The request's own credentials (a SharedKey signature, a bearer token) are secrets too.
-    const auth = rest.headers.authorization ?? rest.headers.Authorization;
+    const auth = headers.authorization ?? headers.Authorization;
     const hidden = auth ? [...secrets, auth, ...auth.split(/[\s:]+/).filter((p) => p.length >= 16)] : secrets;
     const cause = scrub(error, hidden);
     throw new BackendError(`request failed: ${cause.message}`, { backend, retryable: true, cause });
