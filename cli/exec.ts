@@ -6,7 +6,7 @@ import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
 import { backendFailed, mutexFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
-import { type Command, type Forwarded, onSignals, statusOf, supervise } from "./supervise.ts";
+import { type Command, ended, type Forwarded, onSignals, statusOf, supervise } from "./supervise.ts";
 import { signalStatus } from "./watchdog.ts";
 
 export async function exec(o: Options, backend: Backend): Promise<number> {
@@ -58,20 +58,12 @@ export async function exec(o: Options, backend: Backend): Promise<number> {
     }
     const running = supervise(o.argv, lease, grace, beat);
     command = running;
-    const lost = aborted(lease.signal).then(() => undefined);
-    const status = await Promise.race([running.exited, lost]);
+    const status = await ended(running, o.children, aborted(lease.signal), "keeping the lock");
     if (status !== undefined) {
-      if (o.children === "kill") running.stop();
-      else if (running.running()) {
-        say(`the command exited (status ${status}); keeping the lock until the processes it left have ended`);
-      }
-      const end = await Promise.race([running.gone.then(() => true), lost.then(() => false)]);
-      if (end) {
-        await lease
-          .release()
-          .catch((error: unknown) => say(`could not release "${o.name}": ${messageOf(error)}`));
-        return status;
-      }
+      await lease
+        .release()
+        .catch((error: unknown) => say(`could not release "${o.name}": ${messageOf(error)}`));
+      return status;
     }
     say(
       `lost the lock "${o.name}" (token ${lease.token}) while the command ran: ${messageOf(lease.signal.reason)}`,

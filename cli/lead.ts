@@ -6,7 +6,7 @@ import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
 import { backendFailed, mutexFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
-import { onSignals, statusOf, supervise } from "./supervise.ts";
+import { ended, onSignals, statusOf, supervise } from "./supervise.ts";
 
 /** The command of a `lead` term ended on its own. */
 class CommandExited extends Error {
@@ -29,17 +29,8 @@ export async function lead(o: Options, backend: Backend): Promise<number> {
       async (signal, lease) => {
         say(`leading "${o.name}" (token ${lease.token}): starting the command`);
         const command = supervise(o.argv, lease, grace, beat);
-        const stopped = aborted(signal).then(() => undefined);
-        const ended = await Promise.race([command.exited, stopped]);
-        if (ended !== undefined) {
-          if (o.children === "kill") command.stop();
-          else if (command.running()) {
-            say(`the command exited (status ${ended}); leading until the processes it left have ended`);
-          }
-          if (await Promise.race([command.gone.then(() => true), stopped.then(() => false)])) {
-            throw new CommandExited(ended);
-          }
-        }
+        const status = await ended(command, o.children, aborted(signal), "leading");
+        if (status !== undefined) throw new CommandExited(status);
         if (!stop.signal.aborted) say(`lost leadership of "${o.name}": ${messageOf(signal.reason)}`);
         const described = await statusOf(command);
         say(`the command was stopped${command.killed ? " with SIGKILL" : ""}${described}`);

@@ -15,11 +15,11 @@ import {
   watchdogCommand,
 } from "./watchdog.ts";
 
-/** Milliseconds between SIGKILL and the lock's earliest expiry, for the kill to land. */
 /** The signals leasehold forwards to the command. */
 const FORWARDED = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
 export type Forwarded = (typeof FORWARDED)[number];
 
+/** Milliseconds between SIGKILL and the lock's earliest expiry, for the kill to land. */
 export const killSlack = (ttl: number) => Math.min(250, Math.floor(ttl / 10));
 
 /** A command run under the watchdog (see cli/watchdog.ts), in its own process group. */
@@ -139,6 +139,26 @@ export function supervise(argv: string[], lease: Lease, grace: number, beat: num
       return killed;
     },
   };
+}
+
+/**
+ * Waits for the command to end for good, unless `interrupted` settles first: its own exit, then
+ * (as flock(1) does) every process it left in its group, or, with `children` "kill", their stop.
+ * Resolves with the command's exit status, or `undefined` when interrupted.
+ */
+export async function ended(
+  command: Command,
+  children: "wait" | "kill",
+  interrupted: Promise<unknown>,
+  keeping: string,
+): Promise<number | undefined> {
+  const stopped = interrupted.then(() => undefined);
+  const status = await Promise.race([command.exited, stopped]);
+  if (status === undefined) return undefined;
+  if (children === "kill") command.stop();
+  else if (command.running())
+    say(`the command exited (status ${status}); ${keeping} until the processes it left have ended`);
+  return (await Promise.race([command.gone.then(() => true), stopped])) ? status : undefined;
 }
 
 /** Stops the command and describes its status, when the watchdog could tell it: ` (status N)`. */

@@ -147,8 +147,7 @@ export function createElection(m: {
             lease = await m.acquire({ signal, onError: campaignError });
           } catch (error) {
             if (signal.aborted) break;
-            failing = error;
-            tell(error);
+            campaignError(error);
             await backoff(signal);
             continue;
           }

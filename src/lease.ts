@@ -86,13 +86,17 @@ export function createLease(init: LeaseInit): Lease {
     ctrl.abort(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
   };
 
+  /** Loses the lease when the clock says its deadline has passed; whether it is still held. */
+  const checkDeadline = (): boolean => {
+    if (now() < deadline) return !ctrl.signal.aborted;
+    lose("its deadline passed without a successful renewal");
+    return false;
+  };
+
   const armDeadline = (): void => {
     cancelDeadline();
-    cancelDeadline = timer(deadline - now(), () => {
-      // A timer may fire a little early on some runtimes: only the clock decides.
-      if (now() >= deadline) lose("its deadline passed without a successful renewal");
-      else armDeadline();
-    });
+    // A timer may fire a little early on some runtimes: only the clock decides.
+    cancelDeadline = timer(deadline - now(), () => checkDeadline() && armDeadline());
   };
 
   const renewOnce = (): Promise<void> => {
@@ -179,10 +183,7 @@ export function createLease(init: LeaseInit): Lease {
     token: init.token,
     signal: ctrl.signal,
     get valid() {
-      if (ctrl.signal.aborted) return false;
-      if (now() < deadline) return true;
-      lose("its deadline passed without a successful renewal");
-      return false;
+      return !ctrl.signal.aborted && checkDeadline();
     },
     get expiresAt() {
       return Date.now() + (deadline - now());
