@@ -113,14 +113,17 @@ export function supervise(argv: string[], lease: Lease, grace: number, beat: num
     exited,
     gone,
     running: () => pgid !== undefined && groupAlive(pgid),
+    // Each signal reaches the group once: from here once the command's group is known (so a
+    // frozen watchdog cannot hold it back), through the watchdog before that. A shell's trap
+    // would run twice for a signal sent twice.
     kill(signal) {
-      send({ t: "signal", signal });
       if (pgid !== undefined) killGroup(pgid, signal);
+      else send({ t: "signal", signal });
     },
     stop() {
       stopping ??= (async () => {
-        send({ t: "stop" });
         if (pgid !== undefined) killGroup(pgid, "SIGTERM");
+        else send({ t: "stop" });
         const waited =
           (await within(
             gone.then(() => true),
