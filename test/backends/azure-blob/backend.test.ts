@@ -14,7 +14,7 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { describe, expect, expectTypeOf, inject, it } from "vitest";
+import { describe, expect, expectTypeOf, inject, it, vi } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { stringToSign } from "../../../src/backends/azure-blob/auth.ts";
 import {
@@ -54,7 +54,15 @@ function counting(inner: FetchLike = (u, i) => fetch(u, i)) {
     return inner(url, init);
   };
   const take = (): string[] => log.splice(0).map((r) => `${r.method} ${r.kind}`);
-  return { fetch: f, log, take };
+  /**
+   * `take()` once `n` requests went out. A refused acquire returns on the lease's answer, and
+   * the HEAD sent beside it may leave only after that (its signature is computed asynchronously).
+   */
+  const takeWhen = async (n: number): Promise<string[]> => {
+    await vi.waitFor(() => expect(log.length).toBeGreaterThanOrEqual(n), { timeout: 2000 });
+    return take();
+  };
+  return { fetch: f, log, take, takeWhen };
 }
 
 function keyed(container: string, extra: Partial<AzureBlobOptions> = {}) {
@@ -113,7 +121,7 @@ describe("azure-blob on Azurite", () => {
     );
 
     expect(await b.acquire({ key: "job", owner: "worker-2", nonce: nonce(), ttl })).toEqual({ ok: false });
-    expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip, 2 requests
+    expect((await c.takeWhen(2)).sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip, 2 requests
 
     expect(await b.renew({ key: "job", nonce: first, ttl })).toBe(true);
     expect(c.take()).toEqual(["PUT lease"]);
@@ -918,7 +926,7 @@ describe("azure-blob on Azurite", () => {
         "PUT metadata",
       ]);
       expect(await one.acquire({ key: "job", owner: "w2", nonce: nonce(), ttl })).toEqual({ ok: false });
-      expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip
+      expect((await c.takeWhen(2)).sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip
       expect(await one.renew({ key: "job", nonce: first, ttl })).toBe(true);
       expect(c.take()).toEqual(["PUT lease"]);
       expect(await one.inspect("job")).toEqual({ owner: "w1", token: 1 });
