@@ -1,16 +1,9 @@
-// createMutex: tryAcquire, acquire with backoff, run, holder; the election members come from election.ts.
+// createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
 import type { Backend } from "./backend.ts";
-import {
-  createElection,
-  type Health,
-  type LeadershipChange,
-  type LeadOptions,
-  type WatchOptions,
-} from "./election.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
-import { linkedSignal, requestSignal } from "./signals.ts";
+import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { now, sleep } from "./time.ts";
 import { guardOf, quietBound, waitDelay } from "./timing.ts";
 
@@ -65,10 +58,21 @@ export interface AcquireOptions {
   onError?: (error: unknown) => void;
 }
 
-/** A distributed mutex on one lock name. Create it with {@link createMutex}. */
+/**
+ * A distributed mutex on one lock name. Create it with {@link createMutex}; elect a leader on it
+ * with {@link createElection}.
+ */
 export interface Mutex {
   /** The lock name. */
   readonly name: string;
+  /** The lease duration in ms (the `ttl` option or its default). */
+  readonly ttl: number;
+  /** The identity `holder()` reports for this mutex's leases (the `owner` option or a random UUID). */
+  readonly owner: string;
+  /** The longest pause between acquire attempts, in ms (the `retryDelay` option or its default). */
+  readonly retryDelay: number;
+  /** How long before the lease could expire its signal aborts, in ms (`stopMargin` or its default). */
+  readonly stopMargin: number;
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
@@ -92,27 +96,6 @@ export interface Mutex {
    * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
    */
   holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
-  /**
-   * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
-   * the lease is lost or `options.signal` aborts, release when the task ends or the lease is
-   * lost, and, after a pause of about `retryDelay` (so waiting followers get their turn), campaign
-   * again, until `options.signal` aborts. A task that throws is reported to `onError` and the
-   * loop goes on. Resolves only after the last task has settled and its lease is released.
-   */
-  lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
-  /** Whether this mutex's `lead` loop holds a lease whose signal has not aborted. */
-  readonly isLeader: boolean;
-  /**
-   * This instance's view of its own leadership: unhealthy when it believes it leads but its
-   * local deadline has passed (a stalled event loop). Wire it to a liveness probe.
-   */
-  health(): Health;
-  /**
-   * An async iterator of leadership changes: this instance elected or deposed (exact; up to 1 024
-   * unread are kept), and the holder seen on the backend, polled every `interval` ms (advisory: it
-   * may be stale and may skip short terms). Ends when `options.signal` aborts or the loop breaks.
-   */
-  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }
 
 /**
@@ -212,12 +195,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     let pending = false;
     const timedOut = () => {
       const silent = lastError === undefined && pending && !answered;
-      const cause = silent
-        ? new BackendError(`acquire got no answer within ${Math.round(now() - start)} ms`, {
-            backend: backendName,
-            retryable: true,
-          })
-        : lastError;
+      const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
       return new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause });
     };
     // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
@@ -261,10 +239,12 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       bounded.done();
     }
   };
-  const election = createElection({ acquire, holder, retryDelay, stopMargin });
-
   return {
     name,
+    ttl,
+    owner,
+    retryDelay,
+    stopMargin,
     async tryAcquire(options) {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
@@ -286,11 +266,5 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       return value;
     },
     holder,
-    lead: election.lead,
-    get isLeader() {
-      return election.isLeader;
-    },
-    health: election.health,
-    watch: election.watch,
   };
 }

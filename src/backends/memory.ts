@@ -50,12 +50,7 @@ export function memory(): Backend {
     async acquire({ key, owner, nonce, ttl, signal }) {
       signal?.throwIfAborted();
       const held = live(key);
-      if (held)
-        return {
-          ok: false,
-          holder: { owner: held.owner, token: held.token },
-          retryAfter: held.until - now(),
-        };
+      if (held) return { ok: false, retryAfter: held.until - now() };
       const token = (fences.get(key) ?? 0) + 1;
       fences.set(key, token);
       locks.set(key, { nonce, owner, token, until: now() + ttl });
