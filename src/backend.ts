@@ -49,6 +49,20 @@ export interface Backend {
   release(r: { key: string; nonce: string; signal?: AbortSignal }): Promise<void>;
   /** The current holder, or null when the lock is free. */
   inspect(key: string, signal?: AbortSignal): Promise<HolderInfo | null>;
+  /**
+   * Optional; `leasehold/quorum` needs it. If `nonce` holds `key`, makes the lease's token
+   * `token` when that is greater (so `inspect` reports it) and the key's fence counter at least
+   * `token`, so that every later acquire answers a greater token; answers `true`. Answers `false`
+   * and changes nothing when `nonce` does not hold `key`. One request. `owner` is the holder's
+   * owner, for a backend that must write it again alongside the token.
+   */
+  raiseFence?(r: {
+    key: string;
+    owner: string;
+    nonce: string;
+    token: number;
+    signal?: AbortSignal;
+  }): Promise<boolean>;
 }
 
 /**

@@ -238,6 +238,37 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         await again.release();
       },
     },
+    {
+      name: "raiseFence, where offered: raises the holder's token and every later one, never lowers, only for the holder",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (backend.raiseFence === undefined) return; // an optional capability (leasehold/quorum)
+        const raise = (nonce: string, token: number) =>
+          backend.raiseFence!({ key: name, owner: "a", nonce, token });
+        const nonce = crypto.randomUUID();
+        const a = await backend.acquire({ key: name, owner: "a", nonce, ttl });
+        assert(a.ok, "the first acquire failed on a free name");
+        const high = a.token + 5;
+        assert(await raise(nonce, high), "raiseFence by the holder answered false");
+        const seen = await backend.inspect(name);
+        assert(
+          seen?.token === high && seen.owner === "a",
+          `inspect after raiseFence: ${JSON.stringify(seen)}`,
+        );
+        assert(await raise(nonce, a.token), "raiseFence to a lower token by the holder answered false");
+        assert((await backend.inspect(name))?.token === high, "raiseFence lowered the token");
+        assert(!(await raise(crypto.randomUUID(), high + 10)), "raiseFence by a non-holder answered true");
+        assert((await backend.inspect(name))?.token === high, "raiseFence by a non-holder changed the token");
+        assert(await backend.renew({ key: name, nonce, ttl }), "renew after raiseFence failed");
+        await backend.release({ key: name, nonce });
+        assert(!(await raise(nonce, high + 10)), "raiseFence after release answered true");
+        const next = crypto.randomUUID();
+        const b = await backend.acquire({ key: name, owner: "b", nonce: next, ttl });
+        assert(b.ok && b.token > high, `the next token ${b.ok && b.token} is not above the raised ${high}`);
+        await backend.release({ key: name, nonce: next });
+      },
+    },
   ];
   return checks;
 }

@@ -72,5 +72,13 @@ export function memory(): Backend {
       const held = live(key);
       return held ? { owner: held.owner, token: held.token, ttlLeft: held.until - now() } : null;
     },
+    async raiseFence({ key, nonce, token, signal }) {
+      signal?.throwIfAborted();
+      const held = live(key);
+      if (held?.nonce !== nonce) return false;
+      held.token = Math.max(held.token, token);
+      fences.set(key, Math.max(fences.get(key) ?? 0, token));
+      return true;
+    },
   };
 }

@@ -40,7 +40,7 @@ import { BackendError } from "../../errors.ts";
 import { check as checkAt } from "../../options.ts";
 import { redact, send } from "../shared/http.ts";
 import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { ACQUIRE, INSPECT, parseValue, RELEASE, RENEW } from "./scripts.ts";
+import { ACQUIRE, INSPECT, parseValue, RAISE, RELEASE, RENEW } from "./scripts.ts";
 
 export { fromEnv } from "./env.ts";
 
@@ -308,6 +308,15 @@ export function upstash(options: UpstashOptions): Backend {
     async release({ key, nonce, signal }): Promise<void> {
       const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
       if (r !== 0 && r !== 1) throw malformed(r);
+    },
+
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(token) && token > 0, "token must be a positive integer");
+      const k = lockKey(key);
+      const r = await evaluate(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
+      if (r !== 0 && r !== 1) throw malformed(r);
+      if (r === 1) see(key, token);
+      return r === 1;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {

@@ -26,6 +26,16 @@ export const RELEASE = `local v=redis.call("GET",KEYS[1])
 if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
+// KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
+// the fence counter become at least the token (the expiry is kept); 1. Else 0.
+export const RAISE = `local v=redis.call("GET",KEYS[1])
+if not (v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|") then return 0 end
+local t=tonumber(ARGV[2])
+local n,o=string.match(v,"^[^|]*|(%d+)|(.*)$")
+if tonumber(n)<t then redis.call("SET",KEYS[1],ARGV[1].."|"..ARGV[2].."|"..o,"KEEPTTL") end
+if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
+return 1`;
+
 // KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: run with EVAL_RO.
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
 if not v then return nil end
