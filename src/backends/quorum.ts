@@ -64,7 +64,7 @@ export interface QuorumOptions {
 
 const NAME = "quorum";
 const WHERE = `[${NAME}]`;
-/** How long a release or an inspect left behind by its decision may still run, in ms. */
+/** The longest a request left behind by its decision may still run, in ms. */
 const STRAGGLER_MS = 10_000;
 
 /** The quorum size for `n` members of which `amnesia` may lose writes at once. */
@@ -249,14 +249,19 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     );
   }
 
+  // Requests left behind by a decision run at most one ttl (the last one asked for), after which
+  // the lease they are about has expired on the member anyway.
+  let lateMs = STRAGGLER_MS;
+  const lateBound = (ttl: number): number => {
+    lateMs = Math.min(ttl, STRAGGLER_MS);
+    return lateMs;
+  };
   const giveBack = (member: number, key: string, nonce: string): void => {
-    members[member]!.release({ key, nonce, signal: AbortSignal.timeout(STRAGGLER_MS) }).catch(
-      (error: unknown) => {
-        try {
-          onMemberError?.(error, member);
-        } catch {}
-      },
-    );
+    members[member]!.release({ key, nonce, signal: AbortSignal.timeout(lateMs) }).catch((error: unknown) => {
+      try {
+        onMemberError?.(error, member);
+      } catch {}
+    });
   };
 
   return {
@@ -272,7 +277,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       const outcome = await fanOut<AcquireResult, AcquireResult>(
         "acquire",
         signal,
-        ttl,
+        lateBound(ttl),
         (b, s) => b.acquire({ key, owner, nonce, ttl, signal: s }),
         (answers, pending) => {
           const last = answers.at(-1)!;
@@ -325,7 +330,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       const done = await fanOut<boolean, boolean>(
         "raise fence",
         signal,
-        ttl,
+        lateBound(ttl),
         (b, s) => b.raiseFence!({ key, owner, nonce, token, signal: s }),
         (answers, pending) => {
           const last = answers.at(-1)!;
@@ -350,7 +355,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       return fanOut<boolean, boolean>(
         "renew",
         signal,
-        ttl,
+        lateBound(ttl),
         (b, s) => b.renew({ key, nonce, ttl, signal: s }),
         (answers, pending) => {
           const yes = answers.filter((a) => a.ok && a.value).length;
@@ -367,7 +372,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       await fanOut<void, true>(
         "release",
         signal,
-        STRAGGLER_MS,
+        lateMs,
         (b, s) => b.release({ key, nonce, signal: s }),
         (answers, pending) => {
           const ok = answers.filter((a) => a.ok).length;
@@ -382,7 +387,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       return fanOut<HolderInfo | null, HolderInfo | null | "none">(
         "inspect",
         signal,
-        STRAGGLER_MS,
+        lateMs,
         (b, s) => b.inspect(key, s),
         (answers, pending) => {
           const groups = new Map<string, HolderInfo[]>();
@@ -412,7 +417,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       return fanOut<boolean, boolean>(
         "raise fence",
         r.signal,
-        STRAGGLER_MS,
+        lateMs,
         (b, s) => b.raiseFence!({ ...r, signal: s }),
         (answers, pending) => {
           const yes = answers.filter((a) => a.ok && a.value).length;
