@@ -8,6 +8,7 @@
 //   4 failover      bench/failover.ts
 //   5 contention    bench/contention.ts
 //   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
+//   7 quorum        bench/quorum.ts: one database vs quorums of 3 and 5, one slow member
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,6 +21,7 @@ import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
+import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSize } from "./size.ts";
 
@@ -145,6 +147,9 @@ try {
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
 
+  log(`7 quorum: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const quorum = await runQuorum(plan.iterations, plan.warmup);
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -156,6 +161,7 @@ try {
     failover,
     contention,
     coldStart,
+    quorum,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

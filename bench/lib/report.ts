@@ -1,9 +1,11 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
+
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
+import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { SizeResult } from "../size.ts";
 import type { Environment } from "./env.ts";
@@ -27,6 +29,8 @@ export interface Results {
   failover: FailoverSeries[];
   contention: ContentionResult[];
   coldStart: ColdStartSeries[];
+  /** Absent in results.json files from before the quorum existed. */
+  quorum?: QuorumRow[];
   seconds: number;
   targets?: Target[];
 }
@@ -109,6 +113,20 @@ export function evaluateTargets(res: Results): Target[] {
       result: `max ${ms(f.takeover.max)} ms, median ${ms(f.takeover.median)} ms; ${f.within}/${f.takeover.n} within`,
       met: f.within === f.takeover.n,
     });
+  }
+  if (res.quorum) {
+    const slowOne = res.quorum.find((r) => r.config === "one database, 5 ms slower");
+    const slowQuorum = res.quorum.find((r) => r.config === "quorum of 3, one member 5 ms slower");
+    if (slowOne && slowQuorum) {
+      t.push({
+        id: "quorum-slowest",
+        target: "quorum of 3 with one member 5 ms slower: not waiting for it (faster than that member alone)",
+        result: OPS.map(
+          (op) => `${op} ${ms(slowQuorum.median[op].median)} vs ${ms(slowOne.median[op].median)} ms`,
+        ).join(", "),
+        met: OPS.every((op) => slowQuorum.median[op].median < slowOne.median[op].median),
+      });
+    }
   }
   return t;
 }
@@ -321,6 +339,26 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     );
   }
   out.push("");
+  if (res.quorum) {
+    const one = res.quorum[0]!;
+    out.push("## 7. Quorum", "");
+    out.push(
+      "`leasehold/quorum` over independent databases (a redis-server behind an Upstash-REST bridge each; the bridges run in the bench's parent process, the client in a child process), measured interleaved on node; the last two rows put one member behind a fault proxy that delays its answers by 5 ms. ms, median / p90 / p99; ×: the median against one database. Requests: what the members received per operation.",
+      "",
+      "| configuration | members | quorum | acquire | renew | release | × (acquire, renew, release) | requests per acquire / renew / release |",
+      "|---|---|---|---|---|---|---|---|",
+    );
+    for (const r of res.quorum) {
+      out.push(
+        `| ${r.config} | ${r.members} | ${r.quorum} | ${sum3(r.median.acquire)} | ${sum3(r.median.renew)} | ${sum3(r.median.release)} | ${OPS.map((op) => times(r.median[op].median / one.median[op].median)).join(", ")} | ${OPS.map((op) => r.requests[op]).join(" / ")} |`,
+      );
+    }
+    out.push(
+      "",
+      "Every operation goes to all members at once and resolves when a quorum answered: with one member 5 ms slower, a quorum of 3 costs about what its two fast members cost, not the slow member's round trip. On this machine the members' servers share its cores with the client, so each extra member also adds its server's CPU time to a loopback round trip.",
+      "",
+    );
+  }
   return out.join("\n");
 }
 
