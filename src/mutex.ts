@@ -5,7 +5,7 @@ import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { now, sleep } from "./time.ts";
-import { guardOf, quietBound, waitDelay } from "./timing.ts";
+import { guardOf, observedWait, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -129,15 +129,28 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     releaseNonce(backend, name, nonce, ttl).catch(() => {});
   };
 
+  // Observed expiry (docs/DESIGN.md §14): the holder's record version this mutex saw, from when
+  // (read after the answer that showed it), and how long it must stay unchanged.
+  const observed = backend.expiry === "observed";
+  let seen: { version: string; since: number; wait: number } | undefined;
+
   /** One acquire request, bounded by the time after which its lease would be born dead. */
   const acquireOnce = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
     const bounded = requestSignal(backendName, "acquire", limit, signal);
+    const request: Parameters<Backend["acquire"]>[0] = {
+      key: name,
+      owner,
+      nonce,
+      ttl,
+      signal: bounded.signal,
+    };
+    if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
     try {
-      result = await backend.acquire({ key: name, owner, nonce, ttl, signal: bounded.signal });
+      result = await backend.acquire(request);
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
       if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(nonce);
@@ -146,9 +159,21 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       bounded.done();
     }
     if (result?.ok !== true) {
+      if (observed) {
+        const { version, ttl: held } = result?.ok === false ? result : {};
+        if (typeof version !== "string" || !(isNumber(held) && held > 0)) {
+          throw new BackendError("acquire was refused without the holder's version and ttl", {
+            backend: backendName,
+            retryable: false,
+          });
+        }
+        if (seen?.version !== version) seen = { version, since: now(), wait: observedWait(held) };
+        return { retryAfter: Math.max(0, seen.since + seen.wait - now()) };
+      }
       const after = result?.ok === false ? result.retryAfter : undefined;
       return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
     }
+    seen = undefined;
     if (!Number.isSafeInteger(result.token)) {
       releaseInBackground(nonce);
       throw new BackendError("acquire answered without a valid fencing token", {
