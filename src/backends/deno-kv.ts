@@ -182,6 +182,33 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     return r.ok;
   }
 
+  /** Commits `lease` and the fence counter `next` if neither entry changed since it was read. */
+  async function fenced(
+    what: string,
+    key: string,
+    lock: KvEntryLike,
+    fence: KvEntryLike,
+    lease: Lease,
+    next: number,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const r = await io(
+      what,
+      key,
+      () =>
+        kv
+          .atomic()
+          .check({ key: lockKey(key), versionstamp: lock.versionstamp })
+          .check({ key: fenceKey(key), versionstamp: fence.versionstamp })
+          .set(lockKey(key), JSON.stringify(lease))
+          .set(fenceKey(key), String(next))
+          .commit(),
+      signal,
+    );
+    if (r.ok) wrote(lease, r.versionstamp);
+    return r.ok;
+  }
+
   /**
    * Runs `step` with the lease and fence entries, read strongly (first, for `nonce`, the lease
    * this backend wrote, if any), until its commit does not lose a race; `step` answers a result,
@@ -223,22 +250,10 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
             return { ok: false, version: lock.versionstamp!, ttl: held.ttl };
         }
         const token = counter(fence) + 1;
-        const r = await io(
-          "acquire",
-          key,
-          () =>
-            kv
-              .atomic()
-              .check({ key: lockKey(key), versionstamp: lock.versionstamp })
-              .check({ key: fenceKey(key), versionstamp: fence.versionstamp })
-              .set(lockKey(key), JSON.stringify({ nonce, owner, token, ttl }))
-              .set(fenceKey(key), String(token))
-              .commit(),
-          signal,
-        );
-        if (!r.ok) return undefined; // someone wrote in between: look again
-        wrote({ nonce, owner, token, ttl }, r.versionstamp);
-        return { ok: true, token };
+        // undefined: someone wrote in between, look again.
+        return (await fenced("acquire", key, lock, fence, { nonce, owner, token, ttl }, token, signal))
+          ? { ok: true, token }
+          : undefined;
       });
     },
 
@@ -298,22 +313,18 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
       return loop(key, signal, async (lock, fence) => {
         const held = leaseOf(lock);
         if (held?.nonce !== nonce) return false;
-        const r = await io(
+        const lease = { ...held, token: Math.max(held.token, token) };
+        return (await fenced(
           "raise fence for",
           key,
-          () =>
-            kv
-              .atomic()
-              .check({ key: lockKey(key), versionstamp: lock.versionstamp })
-              .check({ key: fenceKey(key), versionstamp: fence.versionstamp })
-              .set(lockKey(key), JSON.stringify({ ...held, token: Math.max(held.token, token) }))
-              .set(fenceKey(key), String(Math.max(counter(fence), token)))
-              .commit(),
+          lock,
+          fence,
+          lease,
+          Math.max(counter(fence), token),
           signal,
-        );
-        if (!r.ok) return undefined;
-        wrote({ ...held, token: Math.max(held.token, token) }, r.versionstamp);
-        return true;
+        ))
+          ? true
+          : undefined;
       });
     },
   };
