@@ -3,6 +3,7 @@
 
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
+import type { DenoKvResult } from "../denokv.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
 import type { QuorumRow } from "../quorum.ts";
@@ -31,6 +32,7 @@ export interface Results {
   coldStart: ColdStartSeries[];
   /** Absent in results.json files from before the quorum existed. */
   quorum?: QuorumRow[];
+  denoKv?: DenoKvResult;
   seconds: number;
   targets?: Target[];
 }
@@ -356,6 +358,26 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(
       "",
       "Every operation goes to all members at once and resolves when a quorum answered: with one member 5 ms slower, a quorum of 3 costs about what its two fast members cost, not the slow member's round trip. On this machine the members' servers share its cores with the client, so each extra member also adds its server's CPU time to a loopback round trip.",
+      "",
+    );
+  }
+  if (res.denoKv) {
+    const k = res.denoKv;
+    out.push("## 8. Deno KV", "");
+    out.push(
+      `\`leasehold/deno-kv\` on ${k.store}, measured on node: each operation against the same KV calls made by hand (the floor: a strong read of both keys and an atomic commit for acquire, a checked commit for renew and release), interleaved. ms, median / p90 / p99. KV calls: reads + commits per operation, counted by a wrapper.`,
+      "",
+      "| operation | leasehold | floor | × | KV calls (reads + commits) |",
+      "|---|---|---|---|---|",
+    );
+    for (const op of OPS) {
+      out.push(
+        `| ${op} | ${sum3(k.leasehold[op])} | ${sum3(k.floor[op])} | ${times(k.leasehold[op].median / k.floor[op].median)} | ${k.calls[op].reads} + ${k.calls[op].commits} |`,
+      );
+    }
+    out.push(
+      "",
+      `Crash takeover (observed expiry, docs/DESIGN.md §14): a holder writes its lease (ttl ${k.takeover.ttl} ms) and is gone; a contender waiting in \`acquire()\` from then on takes it over after ${ms(k.takeover.ms.median)} ms median, ${ms(k.takeover.ms.max)} ms at most (${k.takeover.ms.n} trials; the stated bound is ttl + ceil(1 % of ttl) + 2 ms = ${k.takeover.bound} ms after its first look, plus one attempt).`,
       "",
     );
   }
