@@ -15,5 +15,8 @@ export default defineConfig({
     setupFiles: ["test/harness/secrets.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
+    // Most files wait on timers, servers and child processes rather than on the CPU: on a 2-core
+    // machine vitest's default (one worker per core but one) would run them one after another.
+    maxWorkers: 3,
   },
 });
