@@ -45,3 +45,12 @@ export function waitDelay(failures: number, retryDelay: number): number {
 export function renewalRetryDelay(failures: number, ttl: number): number {
   return jitter(backoff(failures, ttl / 10), 0.1);
 }
+
+/**
+ * How long a backend with `acquireQueued` may hold one waiting request open: min(ttl / 4, 10 s),
+ * and never past `left` (the time to the caller's timeout). Well below the attempt's own bound
+ * (ttl − guard > ttl / 2), so the answer, or the hand-over, arrives within it.
+ */
+export function queueHold(ttl: number, left: number): number {
+  return Math.floor(Math.min(ttl / 4, 10_000, left));
+}
