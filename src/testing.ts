@@ -249,7 +249,11 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
  * holder's expiry (seconds), while a woken one gets the lease within one suite ttl of the release.
  */
 function waitingChecks(
-  setup: (extra?: Partial<MutexOptions>) => Promise<{ backend: Backend; name: string; make: (owner: string, more?: Partial<MutexOptions>) => Mutex }>,
+  setup: (extra?: Partial<MutexOptions>) => Promise<{
+    backend: Backend;
+    name: string;
+    make: (owner: string, more?: Partial<MutexOptions>) => Mutex;
+  }>,
   ttl: number,
 ): ConformanceCheck[] {
   const long = { ttl: ttl * 10, retryDelay: 60_000 };

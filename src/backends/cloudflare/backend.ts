@@ -51,7 +51,11 @@ export function checkToken(token: unknown, option: string): asserts token is str
     `${option} must be a string of 16 characters or more (a random secret, such as the output of \`openssl rand -hex 32\`)`,
   );
   // A token that is not a valid header value would make fetch throw with the value in its message.
-  check(/^[\x21-\x7e]+$/.test(token), WHERE, `${option} contains characters that are not allowed in a header`);
+  check(
+    /^[\x21-\x7e]+$/.test(token),
+    WHERE,
+    `${option} contains characters that are not allowed in a header`,
+  );
 }
 
 /**
@@ -93,7 +97,8 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
   if (isNamespace(target)) {
     const ns = target;
     // One stub per call: the key is in the body, which this function reads back.
-    fetchFn = (u, init) => ns.get(ns.idFromName((JSON.parse(init.body!) as { key: string }).key) as never).fetch(u, init);
+    fetchFn = (u, init) =>
+      ns.get(ns.idFromName((JSON.parse(init.body!) as { key: string }).key) as never).fetch(u, init);
     url = "https://leasehold.internal/";
     headers = { "content-type": "application/json" };
     secrets = [];
@@ -104,7 +109,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       "durableObject() takes a Durable Object namespace binding (env.LOCKS) or { url, token }",
     );
     const { token } = target;
-    check(typeof target.url === "string" && target.url !== "", WHERE, "option url is required: the route of lockHandler");
+    check(
+      typeof target.url === "string" && target.url !== "",
+      WHERE,
+      "option url is required: the route of lockHandler",
+    );
     url = httpUrl(WHERE, "option url", target.url).href;
     checkToken(token, "option token");
     fetchFn = fetchOption(WHERE, target.fetch);
@@ -116,7 +125,13 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     r: Extract<LockRequest, { op: K }>,
     signal: AbortSignal | undefined,
   ): Promise<Replies[K]> {
-    const reply = await send(NAME, fetchFn, url, { method: "POST", headers, body: JSON.stringify(r), signal }, secrets);
+    const reply = await send(
+      NAME,
+      fetchFn,
+      url,
+      { method: "POST", headers, body: JSON.stringify(r), signal },
+      secrets,
+    );
     const { status } = reply;
     if (authStatus(status)) {
       throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
@@ -139,7 +154,8 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       });
     }
     if (status !== 200) {
-      const error = typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
+      const error =
+        typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
       throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 200)}` : ""}`, {
         backend: NAME,
         status,
@@ -167,7 +183,15 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       return acquired(await call({ op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl) }, signal));
     },
     async acquireQueued({ key, owner, nonce, ttl, waiter, hold, signal }) {
-      const r = { op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl), waiter, hold: Math.max(0, Math.floor(hold)) } as const;
+      const r = {
+        op: "acquire",
+        key,
+        owner,
+        nonce,
+        ttl: Math.ceil(ttl),
+        waiter,
+        hold: Math.max(0, Math.floor(hold)),
+      } as const;
       return acquired(await call(r, signal));
     },
     async renew({ key, nonce, ttl, signal }) {

@@ -1,6 +1,14 @@
 // LeaseholdLock: the Durable Object that holds one lock. Typed structurally, so this file loads
 // on every runtime; workerd constructs it with its real state object.
-import { json, KEEP_PLACE_MS, type LockRequest, MAX_HOLD_MS, parseRequest, readRequest, type Replies } from "./protocol.ts";
+import {
+  json,
+  KEEP_PLACE_MS,
+  type LockRequest,
+  MAX_HOLD_MS,
+  parseRequest,
+  type Replies,
+  readRequest,
+} from "./protocol.ts";
 
 /** The part of a Durable Object's storage that {@link LeaseholdLock} uses. */
 export interface DurableObjectStorageLike {
@@ -150,7 +158,10 @@ export class LeaseholdLock {
     }
   }
 
-  #acquire(r: Extract<LockRequest, { op: "acquire" }>, now: number): Replies["acquire"] | Promise<Replies["acquire"]> {
+  #acquire(
+    r: Extract<LockRequest, { op: "acquire" }>,
+    now: number,
+  ): Replies["acquire"] | Promise<Replies["acquire"]> {
     const lease = this.#lease;
     if (lease?.nonce === r.nonce) {
       // A retried acquire: the same token, extended.

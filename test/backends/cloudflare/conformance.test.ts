@@ -13,17 +13,24 @@ describe("through the route, from Node", () => {
   it("offers the waiting capability (so the waiting checks below run)", () => {
     expect(typeof durableObject({ url, token }).acquireQueued).toBe("function");
   });
-  testBackend({ describe, it }, { backend: () => durableObject({ url, token }), ttl: 500, prefix: "conformance-url" });
+  testBackend(
+    { describe, it },
+    { backend: () => durableObject({ url, token }), ttl: 500, prefix: "conformance-url" },
+  );
 });
 
 describe("through the binding, inside workerd", () => {
   const params = new URLSearchParams({ ttl: "500", cycles: "200", contenders: "50" });
   for (const [i, check] of bindingChecks(null, params).entries()) {
-    it(check.name, async () => {
-      const res = await fetch(`${origin}/conformance/${i}?${params}`);
-      const body = await res.text();
-      expect(res.status, body).toBe(200);
-      expect(body).toBe("ok");
-    }, check.timeout);
+    it(
+      check.name,
+      async () => {
+        const res = await fetch(`${origin}/conformance/${i}?${params}`);
+        const body = await res.text();
+        expect(res.status, body).toBe(200);
+        expect(body).toBe("ok");
+      },
+      check.timeout,
+    );
   }
 });

@@ -5,8 +5,9 @@
 //   durableObject(env.LOCKS), run inside workerd (200 "ok", or 500 with the failure);
 // - /bench/<op>?n=: n acquire/renew/release cycles through the binding, timed inside workerd.
 // Built from the sources by esbuild (target es2022 lowers `await using`).
-import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
+
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
+import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { conformanceChecks } from "../../../src/testing.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";

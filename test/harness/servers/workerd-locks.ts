@@ -39,7 +39,9 @@ export interface LockWorker {
  * Starts workerd with the lock worker. `persist`: a directory for the objects' storage (kept
  * across a stop and a new start); default in memory.
  */
-export async function startLockWorker(options: { token?: string; persist?: string } = {}): Promise<LockWorker> {
+export async function startLockWorker(
+  options: { token?: string; persist?: string } = {},
+): Promise<LockWorker> {
   const token = options.token ?? `lh-${crypto.randomUUID()}`;
   const mf = new Miniflare({
     modules: true,
