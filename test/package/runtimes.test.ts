@@ -1,5 +1,6 @@
 // The smoke suite (test/harness/smoke/suite.ts) on every runtime leasehold supports, each one against the
-// real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
+// real servers of the global setup (redis-server behind the Upstash bridge, Azurite, and the
+// LeaseholdLock Durable Object in workerd through its lockHandler route):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
 // - Node 24 (test/harness/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
@@ -18,6 +19,7 @@ import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
 const azurite = inject("azurite");
+const cloudflare = inject("cloudflare");
 const run = Math.random().toString(36).slice(2, 8);
 
 const BUN = "node_modules/.bin/bun";
@@ -32,6 +34,8 @@ function smokeVars(runtime: string): Record<string, string> {
     UPSTASH_REDIS_REST_URL: upstash.url,
     UPSTASH_REDIS_REST_TOKEN: upstash.token,
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    LEASEHOLD_DO_URL: cloudflare.url,
+    LEASEHOLD_DO_TOKEN: cloudflare.token,
   };
 }
 

@@ -2,6 +2,7 @@
 // loaded as is: Node 24 strips the types itself and runs `await using` natively.
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
+import { durableObject } from "leasehold/cloudflare";
 import { memory } from "leasehold/memory";
 import { upstash } from "leasehold/upstash";
 import { nativeAwaitUsing, report } from "./runner-node.mjs";
@@ -11,7 +12,7 @@ if (!nativeAwaitUsing()) throw new Error(`Node ${process.versions.node} cannot p
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob },
+  { createMutex, isLockError, memory, upstash, azureBlob, durableObject },
   {
     node: process.versions.node,
     nativeAwaitUsing: true,

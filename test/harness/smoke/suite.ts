@@ -4,29 +4,32 @@
 // needs no test framework and no runtime API beyond what the library itself uses, and it throws
 // on the first failed check. Only erasable TypeScript here (Node 24 strips the types natively).
 //
-// What it checks, on memory, Upstash (through the test bridge) and Azure (Azurite):
+// What it checks, on memory, Upstash (through the test bridge), Azure (Azurite) and the
+// Cloudflare Durable Object (through its lockHandler route, in workerd):
 // - `await using` acquires and releases: the lease's signal aborts with ERR_LEASE_LOST at the
 //   end of the scope and the backend is free afterwards;
 // - exclusivity: while one mutex holds the lock, a second one's tryAcquire() gives null and
 //   holder() reports the first one's owner and token;
-// - expiry and takeover (memory, Upstash; ttl 600 ms, renew: false): the holder's signal aborts
+// - expiry and takeover (memory, Upstash, Cloudflare; ttl 600 ms, renew: false): the holder's signal aborts
 //   by itself, then the other mutex acquires with a greater fencing token, and releasing the
 //   lost lease does not free the new holder's lock;
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
 //   while the blob lease still excludes the other mutex (the guard works), and after the lost
 //   lease is released the other mutex takes over with a greater token.
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
+import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
 import type * as MemoryModule from "../../../src/backends/memory.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 
-/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`. */
+/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/cloudflare`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
   isLockError: typeof Core.isLockError;
   memory: typeof MemoryModule.memory;
   upstash: typeof UpstashModule.upstash;
   azureBlob: typeof AzureBlobModule.azureBlob;
+  durableObject: typeof CloudflareModule.durableObject;
 }
 
 /** Where the servers are. Runners read it from the environment with {@link smokeEnv}. */
@@ -37,6 +40,8 @@ export interface SmokeEnv {
   id: string;
   upstash: { url: string; token: string };
   azure: { connectionString: string; container: string };
+  /** The lockHandler route of the test worker (test/harness/setup/cloudflare.ts). */
+  cloudflare: { url: string; token: string };
 }
 
 /** What {@link smoke} returns when every check passed. */
@@ -58,9 +63,12 @@ export const SMOKE_CHECKS: readonly string[] = [
   "azure-blob: await using acquires and releases",
   "azure-blob: exclusive between two mutexes",
   "azure-blob: signal aborts before the blob lease ends, then taken over with a greater token",
+  "cloudflare: await using acquires and releases",
+  "cloudflare: exclusive between two mutexes",
+  "cloudflare: expires and is taken over with a greater token",
 ];
 
-/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, … */
+/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, … */
 export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
   const need = (name: string): string => {
     const value = read(name);
@@ -75,6 +83,7 @@ export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
       connectionString: need("AZURE_STORAGE_CONNECTION_STRING"),
       container: read("SMOKE_AZURE_CONTAINER") || "leasehold-smoke",
     },
+    cloudflare: { url: need("LEASEHOLD_DO_URL"), token: need("LEASEHOLD_DO_TOKEN") },
   };
 }
 
@@ -198,6 +207,7 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     container: env.azure.container,
     createContainer: true,
   });
+  const cf = lib.durableObject({ url: env.cloudflare.url, token: env.cloudflare.token });
   // The backends run side by side: the Azure part waits ~7.5 s for its signal, the rest does not.
   await Promise.all([
     (async () => {
@@ -207,6 +217,10 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     (async () => {
       await exclusive(lib, up, name("x"), 5_000, pass);
       await expiry(lib, up, name("e"), pass);
+    })(),
+    (async () => {
+      await exclusive(lib, cf, name("x"), 5_000, pass);
+      await expiry(lib, cf, name("e"), pass);
     })(),
     (async () => {
       await exclusive(lib, az, name("x"), 15_000, pass);
