@@ -41,6 +41,17 @@ const ENTRIES: Record<string, { label: string; code: string }> = {
     label: "leasehold core + azure-blob",
     code: ours('import { azureBlob } from "../src/backends/azure-blob/index.ts";', "azureBlob(opts)"),
   },
+  cloudflare: {
+    label: "leasehold core + cloudflare (durableObject)",
+    code: ours('import { durableObject } from "../src/backends/cloudflare/index.ts";', "durableObject(opts)"),
+  },
+  "cloudflare-worker": {
+    label: "the Worker side: LeaseholdLock + lockHandler (no core)",
+    code: `
+export { LeaseholdLock } from "../src/backends/cloudflare/index.ts";
+import { lockHandler } from "../src/backends/cloudflare/index.ts";
+export default { fetch: (request, env) => lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request) };`,
+  },
   "upstash-lock": {
     label: "@upstash/lock + @upstash/redis",
     code: `

@@ -1,5 +1,6 @@
 // The real servers the suite runs against, started the way the tests start them
-// (test/harness/servers/*), plus a counting HTTP proxy for Azurite's round trips.
+// (test/harness/servers/*): redis-server behind the Upstash bridge, Azurite, and workerd with the
+// LeaseholdLock Durable Object and its route; plus a counting HTTP proxy for Azurite's round trips.
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -10,12 +11,15 @@ import {
 } from "../../test/harness/servers/azurite.ts";
 import { type RedisServer, startRedis } from "../../test/harness/servers/redis.ts";
 import { startBridge, type UpstashBridge } from "../../test/harness/servers/upstash-bridge.ts";
+import { type LockWorker, startLockWorker } from "../../test/harness/servers/workerd-locks.ts";
 
 export interface Servers {
   redis: RedisServer;
   bridge: UpstashBridge;
   azurite: AzuriteServer;
   azure: { accountUrl: string; accountName: string; accountKey: string; container: string };
+  /** workerd (Miniflare) with the LeaseholdLock object; `url` is its lockHandler route. */
+  workerd: LockWorker;
   /** Stops everything this started. Idempotent. */
   stop(): Promise<void>;
 }
@@ -32,7 +36,10 @@ export async function startServers(): Promise<Servers> {
     stops.push(() => bridge.stop());
     const azurite = await startAzurite();
     stops.push(() => azurite.stop());
+    const workerd = await startLockWorker();
+    stops.push(() => workerd.stop());
     return {
+      workerd,
       redis,
       bridge,
       azurite,
