@@ -1,6 +1,7 @@
 // The real servers the suite runs against, started the way the tests start them
 // (test/harness/servers/*): redis-server behind the Upstash bridge, Azurite, and workerd with the
 // LeaseholdLock Durable Object and its route; plus a counting HTTP proxy for Azurite's round trips.
+import { spawn } from "node:child_process";
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -11,15 +12,14 @@ import {
 } from "../../test/harness/servers/azurite.ts";
 import { type RedisServer, startRedis } from "../../test/harness/servers/redis.ts";
 import { startBridge, type UpstashBridge } from "../../test/harness/servers/upstash-bridge.ts";
-import { type LockWorker, startLockWorker } from "../../test/harness/servers/workerd-locks.ts";
 
 export interface Servers {
   redis: RedisServer;
   bridge: UpstashBridge;
   azurite: AzuriteServer;
   azure: { accountUrl: string; accountName: string; accountKey: string; container: string };
-  /** workerd (Miniflare) with the LeaseholdLock object; `url` is its lockHandler route. */
-  workerd: LockWorker;
+  /** workerd (Miniflare, in a child process) with the LeaseholdLock object; `url` is its lockHandler route. */
+  workerd: { url: string; token: string; origin: string };
   /** Stops everything this started. Idempotent. */
   stop(): Promise<void>;
 }
@@ -36,8 +36,7 @@ export async function startServers(): Promise<Servers> {
     stops.push(() => bridge.stop());
     const azurite = await startAzurite();
     stops.push(() => azurite.stop());
-    const workerd = await startLockWorker();
-    stops.push(() => workerd.stop());
+    const workerd = await startWorkerdChild(stops);
     return {
       workerd,
       redis,
@@ -55,6 +54,33 @@ export async function startServers(): Promise<Servers> {
     await stop();
     throw error;
   }
+}
+
+/** Starts bench/lib/workerd-child.ts; resolves its coordinates; `stops` gets its stop. */
+function startWorkerdChild(stops: (() => Promise<void>)[]): Promise<Servers["workerd"]> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", new URL("./workerd-child.ts", import.meta.url).pathname],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  stops.push(async () => {
+    child.stdin!.end();
+    await exited;
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const line = out.split("\n").find((l) => l.startsWith("{"));
+      if (line) resolve(JSON.parse(line) as Servers["workerd"]);
+    });
+    child.once("exit", (code) =>
+      reject(new Error(`bench: workerd child exited with ${code}: no coordinates`)),
+    );
+  });
 }
 
 /** A plain HTTP proxy in front of `port` that counts requests and sequential round trips. */
