@@ -27,6 +27,11 @@ const ADAPTERS = {
   "./memory": { markers: [/"memory"/], stem: "memory", factory: "memory" },
   "./upstash": { markers: [/upstash/i, /redis\.call/], stem: "upstash", factory: "upstash" },
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
+  "./cloudflare": {
+    markers: [/LeaseholdLock/, /leasehold\.internal/],
+    stem: "cloudflare",
+    factory: "durableObject",
+  },
 };
 const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
 
