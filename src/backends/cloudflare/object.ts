@@ -73,6 +73,8 @@ export class LeaseholdLock {
   /** Whether the lease or fence changed since the last save; whether a new lease needs an alarm. */
   #dirty = false;
   #arm = false;
+  /** When the alarm this instance set will fire (undefined: none known). */
+  #alarmAt: number | undefined;
   /** Answers to send once the state they depend on is saved. */
   #after: (() => void)[] = [];
   #timer: ReturnType<typeof setTimeout> | undefined;
@@ -112,10 +114,13 @@ export class LeaseholdLock {
 
   /** Called by the Workers runtime at the lease's expiry: frees it and serves the next waiter. */
   async alarm(): Promise<void> {
+    this.#alarmAt = undefined;
     this.#serve(Date.now());
-    const lease = this.#lease;
+    // A lease that outlived the alarm (renewed, or granted while an earlier alarm was pending):
+    // the next alarm at its expiry.
+    this.#arm = this.#lease !== null;
+    this.#dirty ||= this.#arm;
     await this.#commit();
-    if (lease && this.#lease === lease) await this.#storage.setAlarm(lease.until);
   }
 
   /** Runs one operation; every change is saved before its answer (and the answers it unblocked). */
@@ -283,7 +288,11 @@ export class LeaseholdLock {
         lease: lease && { nonce: lease.nonce, owner: lease.owner, token: lease.token, ttl: lease.ttl },
       };
       const writes = [this.#storage.put("lock", saved)];
-      if (this.#arm && lease) writes.push(this.#storage.setAlarm(lease.until));
+      // One pending alarm at or before the lease's expiry is enough: it re-arms when it fires.
+      if (this.#arm && lease && !(this.#alarmAt !== undefined && this.#alarmAt <= lease.until)) {
+        this.#alarmAt = lease.until;
+        writes.push(this.#storage.setAlarm(lease.until));
+      }
       this.#arm = false;
       await Promise.all(writes);
     }
