@@ -228,7 +228,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}`,
     `- Commit: ${e.git}`,
-    "- Servers on loopback, started as the tests start them: redis-server (unix socket) behind the Upstash REST bridge (test/harness/servers/upstash-bridge.ts, an in-process Node HTTP server in the bench's parent process), and Azurite in memory. The clients under test run in child processes.",
+    "- Servers on loopback, started as the tests start them: redis-server (unix socket) behind the Upstash REST bridge (test/harness/servers/upstash-bridge.ts, an in-process Node HTTP server in the bench's parent process), Azurite in memory, and workerd (Miniflare, in its own child process) running the LeaseholdLock Durable Object with its lockHandler route (local SQLite storage). The clients under test run in child processes.",
   );
   if (res.missingRuntimes.length)
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
