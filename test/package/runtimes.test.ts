@@ -7,13 +7,18 @@
 // - Deno (npm `deno`): the .ts sources through `jsr:@leasehold/leasehold` specifiers, --check;
 // - workerd (npm `miniflare`): a bundled scheduled Worker; two overlapping cron triggers run the
 //   job once and leave no timer pending.
+// And the backend conformance suite (waiting checks included) through the Durable Object's
+// route on Node 24, Bun and Deno (test/harness/smoke/conformance.ts).
 // Every child gets the servers' coordinates in environment variables and must print a
 // SMOKE_REPORT line with every check passed and then exit by itself.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
+import { memory } from "../../src/backends/memory.ts";
+import { conformanceChecks } from "../../src/testing.ts";
 import { NODE24 } from "../harness/servers/runtimes.ts";
+import { OPTIONS } from "../harness/smoke/conformance.ts";
 import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -47,7 +52,13 @@ interface Report {
 }
 
 /** Spawns a runner; resolves its report, or rejects with its output when it fails or hangs. */
-function runSmoke(runtime: string, command: string, args: string[], timeout = 60_000): Promise<Report> {
+function runSmoke(
+  runtime: string,
+  command: string,
+  args: string[],
+  timeout = 60_000,
+  marker = "SMOKE_REPORT",
+): Promise<Report> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: root,
@@ -81,11 +92,11 @@ function runSmoke(runtime: string, command: string, args: string[], timeout = 60
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
-      const line = out.split("\n").find((l) => l.startsWith("SMOKE_REPORT "));
+      const line = out.split("\n").find((l) => l.startsWith(`${marker} `));
       if (code !== 0 || !line) {
         reject(new Error(`${runtime}: exited with ${code ?? signal}:\n${out}`));
       } else {
-        resolve(JSON.parse(line.slice("SMOKE_REPORT ".length)) as Report);
+        resolve(JSON.parse(line.slice(marker.length + 1)) as Report);
       }
     });
   });
@@ -191,6 +202,40 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
     } finally {
       if (!disposed) await mf.dispose();
     }
+  });
+});
+
+// The conformance suite (with its waiting checks) through the Durable Object's lockHandler route
+// on the other runtimes; Node 20 runs it in test/backends/cloudflare/conformance.test.ts, and the
+// binding mode runs inside workerd there too.
+describe.concurrent("the conformance suite through durableObject({ url, token })", {
+  timeout: 120_000,
+}, () => {
+  const names = conformanceChecks({ ...OPTIONS, backend: () => memory() }).map((c) => c.name);
+  const conformance = (runtime: string, command: string, args: string[]) =>
+    runSmoke(runtime, command, args, 110_000, "CONFORMANCE_REPORT");
+
+  it("Node 24: built dist/ by package name", async () => {
+    const report = await conformance("node24", NODE24, ["test/harness/smoke/run-conformance-node24.mjs"]);
+    expect(report.passed).toEqual(names);
+  });
+
+  it("Bun: built dist/ by package name", async () => {
+    const report = await conformance("bun", BUN, ["run", "test/harness/smoke/run-conformance-bun.ts"]);
+    expect(report.passed).toEqual(names);
+  });
+
+  it("Deno: the .ts sources through jsr:@leasehold/leasehold, type-checked", async () => {
+    const report = await conformance("deno", DENO, [
+      "run",
+      "--check",
+      "--no-lock",
+      "--config=test/harness/smoke/deno.json",
+      "--allow-net=127.0.0.1",
+      `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
+      "test/harness/smoke/run-conformance-deno.ts",
+    ]);
+    expect(report.passed).toEqual(names);
   });
 });
 
