@@ -80,10 +80,8 @@ export class LeaseholdLock {
   #timer: ReturnType<typeof setTimeout> | undefined;
 
   /**
-   * Called by the Workers runtime.
-   *
-   * @param state The object's `DurableObjectState`.
-   * @param _env The Worker's environment (unused).
+   * Called by the Workers runtime with the object's `DurableObjectState` (and the Worker's
+   * environment, unused).
    */
   constructor(state: DurableObjectStateLike, _env?: unknown) {
     this.#storage = state.storage;
