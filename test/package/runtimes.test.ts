@@ -207,8 +207,9 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
 
 // The conformance suite (with its waiting checks) through the Durable Object's lockHandler route
 // on the other runtimes; Node 20 runs it in test/backends/cloudflare/conformance.test.ts, and the
-// binding mode runs inside workerd there too.
-describe.concurrent("the conformance suite through durableObject({ url, token })", {
+// binding mode runs inside workerd there too. One runtime at a time: together they would load
+// the shared workerd three times over.
+describe("the conformance suite through durableObject({ url, token })", {
   timeout: 120_000,
 }, () => {
   const names = conformanceChecks({ ...OPTIONS, backend: () => memory() }).map((c) => c.name);
