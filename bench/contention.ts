@@ -5,13 +5,14 @@
 // were still competing: a fair lock would show about 200/16·16 = equal shares); and, on Upstash,
 // the requests the bridge saw per acquisition.
 import type { Backend } from "../src/backend.ts";
+import { durableObject } from "../src/backends/cloudflare/index.ts";
 import { memory } from "../src/backends/memory.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import type { Servers } from "./lib/servers.ts";
 
 export interface ContentionResult {
-  backend: "memory" | "upstash";
+  backend: "memory" | "upstash" | "cloudflare";
   contenders: number;
   acquisitions: number;
   ttl: number;
@@ -38,11 +39,13 @@ export async function runContention(
   const out: ContentionResult[] = [];
   const ttl = 15_000;
   for (const retryDelay of opts.retryDelays)
-    for (const kind of ["memory", "upstash"] as const) {
+    for (const kind of ["memory", "upstash", "cloudflare"] as const) {
       const backend: Backend =
         kind === "memory"
           ? memory()
-          : upstash({ url: s.bridge.url, token: s.bridge.token, prefix: "bench-ct:" });
+          : kind === "upstash"
+            ? upstash({ url: s.bridge.url, token: s.bridge.token, prefix: "bench-ct:" })
+            : durableObject({ url: s.workerd.url, token: s.workerd.token });
       const name = `bench-contention-${Date.now()}`;
       const wins = new Array<number>(opts.contenders).fill(0);
       let snapshot: number[] | undefined;

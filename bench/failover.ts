@@ -5,13 +5,14 @@
 // releases (or its `lead` loop is stopped) while the follower waits in `acquire()` (or `lead()`);
 // measured from the release call (or the abort) to the follower's acquisition (or task start).
 import type { Backend } from "../src/backend.ts";
+import { durableObject } from "../src/backends/cloudflare/index.ts";
 import { memory } from "../src/backends/memory.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createElection, createMutex } from "../src/index.ts";
 import { type Summary, sleep, summarize } from "./lib/stats.ts";
 
 export interface FailoverSeries {
-  backend: "memory" | "upstash";
+  backend: "memory" | "upstash" | "cloudflare";
   kind: "crash" | "graceful-release" | "graceful-lead";
   ttl: number;
   retryDelay: number;
@@ -35,6 +36,12 @@ function freezable(store: Backend) {
       lastSent = performance.now();
       return store.acquire(r);
     },
+    ...(store.acquireQueued && {
+      acquireQueued: (r: Parameters<NonNullable<Backend["acquireQueued"]>>[0]) => {
+        lastSent = performance.now();
+        return store.acquireQueued!(r);
+      },
+    }),
     renew: (r) => {
       if (frozen) return new Promise<boolean>(() => {});
       lastSent = performance.now();
@@ -130,15 +137,18 @@ async function trialsOf<T>(trials: number, parallel: number, fn: () => Promise<T
 export async function runFailover(
   upstashTarget: { url: string; token: string },
   opts: { trials: number; configs: { ttl: number; retryDelay: number }[] },
+  cloudflareTarget: { url: string; token: string },
 ): Promise<FailoverSeries[]> {
   const shared = memory(); // one store per backend kind; every trial has its own name
-  const makers: Record<"memory" | "upstash", Make> = {
+  const makers: Record<FailoverSeries["backend"], Make> = {
     memory: () => shared,
     upstash: () => upstash({ ...upstashTarget, prefix: "bench-fo:" }),
+    // The Durable Object through its route: waiters held open in line, woken on release.
+    cloudflare: () => durableObject(cloudflareTarget),
   };
   const out: FailoverSeries[] = [];
   const within = (xs: number[], bound: number) => xs.filter((x) => x <= bound).length;
-  for (const backend of ["memory", "upstash"] as const) {
+  for (const backend of ["memory", "upstash", "cloudflare"] as const) {
     const make = makers[backend];
     for (const { ttl, retryDelay } of opts.configs) {
       const crash = await trialsOf(opts.trials, 5, () => crashTrial(make, ttl, retryDelay));

@@ -10,10 +10,13 @@
 //   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
 //   7 quorum        bench/quorum.ts: one database vs quorums of 3 and 5, one slow member
 //   8 deno kv       bench/denokv.ts: against the same KV calls by hand; crash takeover
+//   9 cloudflare    bench/cloudflare.ts, in a child process (node): the Durable Object's route
+//                   beside Upstash (its failover, handoff, contention and size rows are in 3-5)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { CloudflareResult, CloudflareTargets } from "./cloudflare.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
 import { runDenoKv } from "./denokv.ts";
@@ -34,23 +37,28 @@ const started = performance.now();
 const log = (msg: string) =>
   console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
 
-/** Runs bench/latency.ts in a child process on `cmd` and returns its result. */
-async function latencyChild(id: string, cmd: string[], targets: Targets): Promise<LatencyResult> {
+/** Runs `script` (bench/latency.ts by default) in a child process on `cmd` and returns its result. */
+async function latencyChild<R = LatencyResult>(
+  id: string,
+  cmd: string[],
+  targets: Targets | CloudflareTargets,
+  script = "bench/latency.ts",
+): Promise<R> {
   const dir = mkdtempSync(join(tmpdir(), "leasehold-bench-lat-"));
   const out = join(dir, "result.json");
   try {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(cmd[0]!, [...cmd.slice(1), `${ROOT}/bench/latency.ts`], {
+      const child = spawn(cmd[0]!, [...cmd.slice(1), `${ROOT}/${script}`], {
         cwd: ROOT,
         env: { ...process.env, BENCH_TARGETS: JSON.stringify(targets), BENCH_OUT: out },
         stdio: ["ignore", "inherit", "inherit"],
       });
       child.on("error", reject);
       child.on("exit", (code) =>
-        code === 0 ? resolve() : reject(new Error(`latency on ${id} exited ${code}`)),
+        code === 0 ? resolve() : reject(new Error(`${script} on ${id} exited ${code}`)),
       );
     });
-    return JSON.parse(readFileSync(out, "utf8")) as LatencyResult;
+    return JSON.parse(readFileSync(out, "utf8")) as R;
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -86,9 +94,10 @@ process.once("SIGINT", () => {
 try {
   const env = environment(servers.redis.version);
   log(
-    `servers up: bridge ${servers.bridge.url}, Azurite ${servers.azurite.accountUrl}${QUICK ? " (quick mode)" : ""}`,
+    `servers up: bridge ${servers.bridge.url}, Azurite ${servers.azurite.accountUrl}, workerd ${servers.workerd.origin}${QUICK ? " (quick mode)" : ""}`,
   );
   const upstashTarget = { url: servers.bridge.url, token: servers.bridge.token };
+  const cloudflareTarget = { url: servers.workerd.url, token: servers.workerd.token };
   const targets: Targets = {
     upstash: upstashTarget,
     azure: servers.azure,
@@ -134,7 +143,11 @@ try {
     { ttl: 1_000, retryDelay: 200 },
     { ttl: 2_000, retryDelay: 500 },
   ];
-  const failover = await runFailover(upstashTarget, { trials: plan.failTrials, configs: failoverConfigs });
+  const failover = await runFailover(
+    upstashTarget,
+    { trials: plan.failTrials, configs: failoverConfigs },
+    cloudflareTarget,
+  );
 
   log(`5 contention: 16 contenders x ${plan.perContender}`);
   const contention = await runContention(servers, {
@@ -155,6 +168,19 @@ try {
   log(`8 deno kv: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
   const denoKv = await runDenoKv(plan.iterations, plan.warmup, plan.failTrials);
 
+  log(`9 cloudflare: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const cloudflare = await latencyChild<CloudflareResult>(
+    "node",
+    [process.execPath, "--import", "tsx"],
+    {
+      cloudflare: cloudflareTarget,
+      upstash: upstashTarget,
+      iterations: plan.iterations,
+      warmup: plan.warmup,
+    },
+    "bench/cloudflare.ts",
+  );
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -168,6 +194,7 @@ try {
     coldStart,
     quorum,
     denoKv,
+    cloudflare,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

@@ -50,6 +50,17 @@ export async function cycle(opts) {
   await createElection(createMutex(memory(), { name: "job" })).lead(() => {}, opts);
 }`,
   },
+  cloudflare: {
+    label: "leasehold core + cloudflare (durableObject)",
+    code: ours('import { durableObject } from "../src/backends/cloudflare/index.ts";', "durableObject(opts)"),
+  },
+  "cloudflare-worker": {
+    label: "the Worker side: LeaseholdLock + lockHandler (no core)",
+    code: `
+export { LeaseholdLock } from "../src/backends/cloudflare/index.ts";
+import { lockHandler } from "../src/backends/cloudflare/index.ts";
+export default { fetch: (request, env) => lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request) };`,
+  },
   "upstash-lock": {
     label: "@upstash/lock + @upstash/redis",
     code: `

@@ -29,6 +29,11 @@ const ADAPTERS = {
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
   "./quorum": { markers: [/"quorum"/, /a quorum is/], stem: "quorum", factory: "quorum" },
   "./deno-kv": { markers: [/"deno-kv"/, /versionstamp/], stem: "deno-kv", factory: "denoKv" },
+  "./cloudflare": {
+    markers: [/LeaseholdLock/, /leasehold\.internal/],
+    stem: "cloudflare",
+    factory: "durableObject",
+  },
 };
 const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
 

@@ -29,6 +29,8 @@ export interface HolderInfo {
   token: number;
   /** ms left on the backend's own expiry, when known. */
   ttlLeft?: number;
+  /** How many callers wait in the backend's queue, for a backend with `acquireQueued`. */
+  waiters?: number;
 }
 
 /** A storage backend for {@link createMutex}. See `leasehold/testing` to check one. */
@@ -59,6 +61,29 @@ export interface Backend {
     ttl: number;
     signal?: AbortSignal;
     takeover?: string;
+  }): Promise<AcquireResult>;
+  /**
+   * Optional: waiting in line. Like {@link Backend.acquire}, but when the lock is taken the caller
+   * `waiter` (one id for every attempt of one `acquire()` call) joins a first-come-first-served
+   * queue, and the request may be held open for up to `hold` ms: it answers `ok: true` as soon as
+   * the lock is handed to this waiter (on release or expiry, without it polling), or `ok: false`
+   * when `hold` passed first. The waiter keeps its place for a short bounded window after each
+   * answer (the backend says how long) and keeps it by sending again; a `release` with the nonce
+   * of its last attempt takes it out of the line. A lock freed while the oldest waiter is between
+   * two attempts stays reserved for it for that window, then the next one is served.
+   *
+   * The core uses it for `acquire()` (and so `lead()`) when present, never for `tryAcquire()` or
+   * `timeout: 0`, with `hold` ≤ min(ttl / 4, 10 s) and below the attempt's own bound; its deadline
+   * still counts from the time the request was sent (docs/DESIGN.md §4.7).
+   */
+  acquireQueued?(r: {
+    key: string;
+    owner: string;
+    nonce: string;
+    ttl: number;
+    waiter: string;
+    hold: number;
+    signal?: AbortSignal;
   }): Promise<AcquireResult>;
   /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
   renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;

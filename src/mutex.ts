@@ -5,7 +5,7 @@ import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { now, sleep } from "./time.ts";
-import { guardOf, observedWait, quietBound, waitDelay } from "./timing.ts";
+import { guardOf, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -134,8 +134,15 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   const observed = backend.expiry === "observed";
   let seen: { version: string; since: number; wait: number } | undefined;
 
-  /** One acquire request, bounded by the time after which its lease would be born dead. */
-  const acquireOnce = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
+  /**
+   * One acquire request, bounded by the time after which its lease would be born dead. With
+   * `queue`, a backend that has `acquireQueued` may hold it open for `queue.hold` ms while
+   * `queue.waiter` waits in line (docs/DESIGN.md §4.7).
+   */
+  const acquireOnce = async (
+    signal?: AbortSignal,
+    queue?: { waiter: string; hold: number },
+  ): Promise<Lease | { retryAfter?: number }> => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
     const bounded = requestSignal(backendName, "acquire", limit, signal);
@@ -150,7 +157,11 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
     try {
-      result = await backend.acquire(request);
+      // A held-open request's t_send is when it was sent, before the lock was handed over: the
+      // deadline rule of §4.2 holds unchanged (earlier is safe).
+      result = await (queue && backend.acquireQueued
+        ? backend.acquireQueued({ ...request, ...queue })
+        : backend.acquire(request));
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
       if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(nonce);
@@ -225,12 +236,15 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     };
     // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
     const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
+    // One place in line for every attempt of this call, on a backend that queues waiters.
+    const waiter = backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
     try {
       for (let failures = 0; ; failures++) {
         let wait = waitDelay(failures, retryDelay);
         pending = true;
         try {
-          const result = await acquireOnce(outer.signal);
+          const hold = waiter ? queueHold(ttl, end - now()) : 0;
+          const result = await acquireOnce(outer.signal, waiter && hold >= 1 ? { waiter, hold } : undefined);
           if (isLease(result)) return result;
           answered = true;
           lastError = undefined;

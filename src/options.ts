@@ -60,6 +60,11 @@ export function checkMutexOptions(backend: Backend, options: MutexOptions): Chec
   );
   check(typeof backend.name === "string", at, "backend.name must be a string");
   check(missing.length === 0, at, `backend is missing method(s): ${missing.join(", ")}`);
+  check(
+    backend.acquireQueued === undefined || typeof backend.acquireQueued === "function",
+    at,
+    "backend.acquireQueued must be a function when present",
+  );
   check(typeof options === "object" && options !== null, at, "options must be an object with a name");
 
   const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;

@@ -367,7 +367,105 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
       },
     },
   ];
-  return checks;
+  return [...checks, ...waitingChecks(setup, ttl)];
+}
+
+/**
+ * The checks of the optional waiting capability (`Backend.acquireQueued`); each passes at once
+ * when the backend does not offer it. Holders use a ttl 10 times the suite's and waiters a
+ * `retryDelay` of a minute, so a waiter that polled instead of being woken would wait for the
+ * holder's expiry (seconds), while a woken one gets the lease within one suite ttl of the release.
+ */
+function waitingChecks(
+  setup: (extra?: Partial<MutexOptions>) => Promise<{
+    backend: Backend;
+    name: string;
+    make: (owner: string, more?: Partial<MutexOptions>) => Mutex;
+  }>,
+  ttl: number,
+): ConformanceCheck[] {
+  const long = { ttl: ttl * 10, retryDelay: 60_000 };
+  /** Resolves once the backend reports `n` waiters (or, when it reports none, after a pause). */
+  const queued = async (backend: Backend, name: string, n: number): Promise<void> => {
+    for (let i = 0; i < 500; i++) {
+      const info = await backend.inspect(name);
+      if (info?.waiters === undefined) return sleep(100);
+      if (info.waiters >= n) return;
+      await sleep(10);
+    }
+    throw new Error(`conformance: the backend never reported ${n} waiter(s)`);
+  };
+  return [
+    {
+      name: "waiting (acquireQueued): 5 waiters are served in arrival order, each woken by the release before it",
+      timeout: 30_000 + ttl * 20,
+      async run() {
+        const { backend, name, make } = await setup(long);
+        if (!backend.acquireQueued) return;
+        const holder = await make("holder").acquire({ timeout: 10_000 });
+        const served: { i: number; token: number; late: number }[] = [];
+        let released = 0;
+        const waiting: Promise<void>[] = [];
+        for (let i = 0; i < 5; i++) {
+          waiting.push(
+            make(`waiter ${i}`)
+              .acquire({ timeout: 20_000 + ttl * 10 })
+              .then(async (lease) => {
+                served.push({ i, token: lease.token, late: performance.now() - released });
+                await sleep(5);
+                released = performance.now();
+                await lease.release();
+              }),
+          );
+          await queued(backend, name, i + 1);
+        }
+        released = performance.now();
+        await holder.release();
+        await Promise.all(waiting);
+        assert(
+          served.map((s) => s.i).join() === "0,1,2,3,4",
+          `served in the order ${served.map((s) => s.i).join()}, expected 0,1,2,3,4`,
+        );
+        let last = holder.token;
+        for (const s of served) {
+          assert(s.token > last, `waiter ${s.i}'s token ${s.token} is not greater than ${last}`);
+          last = s.token;
+          assert(
+            s.late < ttl,
+            `waiter ${s.i} got the lease ${Math.round(s.late)} ms after the release before it (woken, it takes a round trip; polling, the holder's expiry)`,
+          );
+        }
+      },
+    },
+    {
+      name: "waiting (acquireQueued): a waiter that gives up leaves the line; the next one is served on release",
+      timeout: 30_000 + ttl * 20,
+      async run() {
+        const { backend, name, make } = await setup(long);
+        if (!backend.acquireQueued) return;
+        const holder = await make("holder").acquire({ timeout: 10_000 });
+        const quitter = make("quitter")
+          .acquire({ timeout: ttl })
+          .then(
+            () => "acquired",
+            (e: unknown) => (isLockError(e) ? e.code : String(e)),
+          );
+        await queued(backend, name, 1);
+        const next = make("next").acquire({ timeout: 20_000 + ttl * 10 });
+        assert((await quitter) === "ERR_LOCK_TIMEOUT", "the waiter with a timeout did not time out");
+        const released = performance.now();
+        await holder.release();
+        const lease = await next;
+        const late = performance.now() - released;
+        assert(late < ttl, `the next waiter got the lease ${Math.round(late)} ms after the release`);
+        assert(lease.token > holder.token, "the next waiter's token is not greater");
+        const info = await backend.inspect(name);
+        assert(info?.owner === "next", `the holder is ${JSON.stringify(info?.owner)}, expected "next"`);
+        assert(!info.waiters, `${info.waiters} waiter(s) left in line after everyone was served`);
+        await lease.release();
+      },
+    },
+  ];
 }
 
 /**

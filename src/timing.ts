@@ -54,3 +54,12 @@ export function renewalRetryDelay(failures: number, ttl: number): number {
 export function observedWait(ttl: number): number {
   return ttl + guardOf(ttl, 0);
 }
+
+/**
+ * How long a backend with `acquireQueued` may hold one waiting request open: min(ttl / 4, 10 s),
+ * and never past `left` (the time to the caller's timeout). Well below the attempt's own bound
+ * (ttl − guard > ttl / 2), so the answer, or the hand-over, arrives within it.
+ */
+export function queueHold(ttl: number, left: number): number {
+  return Math.floor(Math.min(ttl / 4, 10_000, left));
+}

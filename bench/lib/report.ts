@@ -1,6 +1,6 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
-
+import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
 import type { DenoKvResult } from "../denokv.ts";
@@ -33,6 +33,8 @@ export interface Results {
   /** Absent in results.json files from before the quorum existed. */
   quorum?: QuorumRow[];
   denoKv?: DenoKvResult;
+  /** The Durable Object's route beside Upstash (absent in results written before it existed). */
+  cloudflare?: CloudflareResult;
   seconds: number;
   targets?: Target[];
 }
@@ -99,8 +101,18 @@ export function evaluateTargets(res: Results): Target[] {
       });
     }
   }
-  for (const id of ["memory", "upstash", "azure"]) {
-    const row = res.size.rows.find((r) => r.id === id)!;
+  const cf = res.cloudflare;
+  if (cf) {
+    t.push({
+      id: "rt-cloudflare",
+      target: "cloudflare: acquire, renew, release one request (one round trip) each",
+      result: OPS.map((op) => `${op} ${cf.requests[op]} req`).join(", "),
+      met: OPS.every((op) => cf.requests[op] === 1),
+    });
+  }
+  for (const id of ["memory", "upstash", "azure", "cloudflare"]) {
+    const row = res.size.rows.find((r) => r.id === id);
+    if (!row) continue;
     t.push({
       id: `size-${id}`,
       target: `${row.label} ≤ 4 KiB min+gzip`,
@@ -171,6 +183,7 @@ function latencySection(r: LatencyResult): string {
   );
   for (const [what, c] of Object.entries(r.costs)) out.push(`| ${what} | ${c.median.toFixed(2)} |`);
   out.push("");
+
   return out.join("\n");
 }
 
@@ -201,6 +214,13 @@ function headline(res: Results): string[] {
       `- **Contention, ${c.backend}** (16 × ${c.acquisitions / c.contenders}, retryDelay ${c.retryDelay}): ${c.acquisitionsPerSecond.toFixed(0)} acquisitions/s, ${c.handoffsPerSecond.toFixed(0)} handoffs/s${c.requestsPerAcquisition ? `, ${c.requestsPerAcquisition.toFixed(2)} requests per acquisition` : ""}.`,
     );
   }
+  if (res.cloudflare) {
+    const s = res.cloudflare.series;
+    const med = (c: CloudflareContender) => OPS.map((op) => ms(s[c][op].median)).join(" / ");
+    lines.push(
+      `- **Cloudflare Durable Object** (route in workerd, ${res.cloudflare.runtime}): acquire / renew / release median ${med("cf leasehold")} ms, vs Upstash through the bridge ${med("upstash")} ms; handoff release → next waiter's lease: see Failover (graceful-release).`,
+    );
+  }
   const cold = res.coldStart
     .filter((c) => c.backend !== "fetch")
     .map((c) => `${c.runtime} ${c.backend} ${ms(c.importToLease.median)} ms`)
@@ -227,7 +247,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
       .map(([k, v]) => `${k} ${v}`)
       .join(", ")}`,
     `- Commit: ${e.git}`,
-    "- Servers on loopback, started as the tests start them: redis-server (unix socket) behind the Upstash REST bridge (test/harness/servers/upstash-bridge.ts, an in-process Node HTTP server in the bench's parent process), and Azurite in memory. The clients under test run in child processes.",
+    "- Servers on loopback, started as the tests start them: redis-server (unix socket) behind the Upstash REST bridge (test/harness/servers/upstash-bridge.ts, an in-process Node HTTP server in the bench's parent process), Azurite in memory, and workerd (Miniflare, in its own child process) running the LeaseholdLock Durable Object with its lockHandler route (local SQLite storage). The clients under test run in child processes.",
   );
   if (res.missingRuntimes.length)
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
@@ -316,7 +336,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
 
   out.push("## 5. Contention", "");
   out.push(
-    "16 mutexes (own owner each, one process) race for one name; each loops `acquire()` → `release()` until it has won its share. Handoffs are acquisitions by another contender than the previous one. The wins column is the spread when the first contender completed its share, while all 16 still competed (a FIFO-fair lock would show equal shares); leasehold waiters poll with jittered backoff and keep no queue, so a releaser that asks again at once often wins again.",
+    "16 mutexes (own owner each, one process) race for one name; each loops `acquire()` → `release()` until it has won its share. Handoffs are acquisitions by another contender than the previous one. The wins column is the spread when the first contender completed its share, while all 16 still competed (a FIFO-fair lock would show equal shares); memory and upstash waiters poll with jittered backoff and keep no queue, so a releaser that asks again at once often wins again; cloudflare waiters wait in the object's first-come-first-served line (`acquireQueued`), so a releaser that asks again goes to the back.",
     "",
     "| backend | retryDelay | acquisitions | seconds | acquisitions/s | handoffs | handoffs/s | wins at first finish: min / max / stddev | requests per acquisition | tokens increasing |",
     "|---|---|---|---|---|---|---|---|---|---|",
@@ -378,6 +398,28 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(
       "",
       `Crash takeover (observed expiry, docs/DESIGN.md §14): a holder writes its lease (ttl ${k.takeover.ttl} ms) and is gone; a contender waiting in \`acquire()\` from then on takes it over after ${ms(k.takeover.ms.median)} ms median, ${ms(k.takeover.ms.max)} ms at most (${k.takeover.ms.n} trials; the stated bound is ttl + ceil(1 % of ttl) + 2 ms = ${k.takeover.bound} ms after its first look, plus one attempt).`,
+      "",
+    );
+  }
+  if (res.cloudflare) {
+    const c = res.cloudflare;
+    out.push("## 9. Cloudflare Durable Object", "");
+    out.push(
+      `The LeaseholdLock object in workerd (Miniflare, on loopback), reached through its \`lockHandler\` route with \`durableObject({ url, token })\`, beside Upstash through the bridge; ${c.runtime}, a child process. ${c.iterations} interleaved iterations after ${c.warmup} warm-up, each contender a full acquire → renew → release cycle on its own lock, in a fresh random order. ` +
+        "**cf floor**: the identical requests to the route as plain `fetch` calls. Every object operation is written to the object's storage before it answers (workerd's local SQLite), which a Redis `SET` is not: a strongly consistent write per request. " +
+        `Requests per leasehold operation through the route: ${OPS.map((op) => `${op} ${c.requests[op]}`).join(", ")}. ms, median / p90 / p99.`,
+      "",
+      "| operation | cf floor | cf leasehold | upstash (bridge) | cf leasehold / upstash (median) |",
+      "|---|---|---|---|---|",
+    );
+    for (const op of OPS) {
+      out.push(
+        `| ${op} | ${sum3(c.series["cf floor"][op])} | ${sum3(c.series["cf leasehold"][op])} | ${sum3(c.series.upstash[op])} | ${times(c.series["cf leasehold"][op].median / c.series.upstash[op].median)} |`,
+      );
+    }
+    out.push(
+      "",
+      "The handoff from a release to the next waiter's lease is the *graceful-release* row of section 4: the cloudflare waiter's request is held open by the object and answered with the lease when the release arrives (about one round trip), where the memory and upstash waiters find the lock free at their next poll (up to one retryDelay).",
       "",
     );
   }

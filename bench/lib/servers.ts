@@ -1,5 +1,7 @@
 // The real servers the suite runs against, started the way the tests start them
-// (test/harness/servers/*), plus a counting HTTP proxy for Azurite's round trips.
+// (test/harness/servers/*): redis-server behind the Upstash bridge, Azurite, and workerd with the
+// LeaseholdLock Durable Object and its route; plus a counting HTTP proxy for Azurite's round trips.
+import { spawn } from "node:child_process";
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import {
@@ -16,6 +18,8 @@ export interface Servers {
   bridge: UpstashBridge;
   azurite: AzuriteServer;
   azure: { accountUrl: string; accountName: string; accountKey: string; container: string };
+  /** workerd (Miniflare, in a child process) with the LeaseholdLock object; `url` is its lockHandler route. */
+  workerd: { url: string; token: string; origin: string };
   /** Stops everything this started. Idempotent. */
   stop(): Promise<void>;
 }
@@ -32,7 +36,9 @@ export async function startServers(): Promise<Servers> {
     stops.push(() => bridge.stop());
     const azurite = await startAzurite();
     stops.push(() => azurite.stop());
+    const workerd = await startWorkerdChild(stops);
     return {
+      workerd,
       redis,
       bridge,
       azurite,
@@ -48,6 +54,33 @@ export async function startServers(): Promise<Servers> {
     await stop();
     throw error;
   }
+}
+
+/** Starts bench/lib/workerd-child.ts; resolves its coordinates; `stops` gets its stop. */
+function startWorkerdChild(stops: (() => Promise<void>)[]): Promise<Servers["workerd"]> {
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", new URL("./workerd-child.ts", import.meta.url).pathname],
+    {
+      stdio: ["pipe", "pipe", "inherit"],
+    },
+  );
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  stops.push(async () => {
+    child.stdin!.end();
+    await exited;
+  });
+  return new Promise((resolve, reject) => {
+    let out = "";
+    child.stdout!.on("data", (d) => {
+      out += d;
+      const line = out.split("\n").find((l) => l.startsWith("{"));
+      if (line) resolve(JSON.parse(line) as Servers["workerd"]);
+    });
+    child.once("exit", (code) =>
+      reject(new Error(`bench: workerd child exited with ${code}: no coordinates`)),
+    );
+  });
 }
 
 /** A plain HTTP proxy in front of `port` that counts requests and sequential round trips. */

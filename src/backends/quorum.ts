@@ -115,6 +115,13 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       WHERE,
       `${what} (${String(b.name)}) has no raiseFence, which a quorum needs for fencing tokens that never go back`,
     );
+    // A member without expiry of its own needs the contender's observation of each member's
+    // version, which a quorum does not make: it could never take over a crashed holder's lock.
+    check(
+      b.expiry !== "observed",
+      WHERE,
+      `${what} (${String(b.name)}) expires locks by observation (docs/DESIGN.md §14), which a quorum does not support`,
+    );
     check(
       members.indexOf(b) === i,
       WHERE,

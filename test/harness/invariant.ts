@@ -39,12 +39,15 @@ const FAULTS: Omit<RandomFaults, "seed"> = {
 /** Of the renewals (the holder's requests), this share starts a partition of the holder. */
 const HOLDER_PARTITION = 0.3;
 
+/** Whether a request body to the Upstash bridge is a renewal (only the holder sends those). */
+export const upstashRenewal = (body: string): boolean => body.includes("PEXPIRE") && !body.includes("INCR");
+
 /** Random faults on every request, plus partitions aimed at the holder through its renewals. */
-export function faultRule(seed: number): FaultRule {
+export function faultRule(seed: number, isRenewal: (body: string) => boolean = upstashRenewal): FaultRule {
   const base = randomRule({ seed, ...FAULTS });
   const rnd = seededRandom(seed ^ 0x5bd1e995);
   return (req) => {
-    const renewal = req.body.includes("PEXPIRE") && !req.body.includes("INCR");
+    const renewal = isRenewal(req.body);
     if (renewal && rnd() < HOLDER_PARTITION)
       return { kind: "partition", ms: Math.round(300 + rnd() * 2_200) };
     return base(req);
@@ -107,6 +110,8 @@ export interface InvariantRun {
   proxy: FaultProxy;
   /** The variables of worker `i` besides the common ones, given its own proxy client URL. */
   env: (clientUrl: string, i: number) => Record<string, string>;
+  /** Whether a request body is a renewal, for the partitions aimed at the holder. Default: Upstash's. */
+  isRenewal?: (body: string) => boolean;
 }
 
 /** Runs the workers under faults, checks the invariants (1-4), logs and returns the summary. */
@@ -115,7 +120,7 @@ export async function runInvariant(o: InvariantRun) {
   const name = `invariant-${crypto.randomUUID().slice(0, 8)}`;
   try {
     const urls = await Promise.all(Array.from({ length: PROCESSES }, (_, i) => o.proxy.client(`w${i}`)));
-    o.proxy.setRule(faultRule(o.seed));
+    o.proxy.setRule(faultRule(o.seed, o.isRenewal));
     const results = await Promise.all(
       urls.map((url, i) =>
         runWorker(

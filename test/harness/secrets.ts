@@ -132,7 +132,7 @@ export function secretStats(): Readonly<Registry["counts"]> & { secrets: number;
 }
 
 // The injected credentials (absent when a project runs without the global setups).
-for (const key of ["upstash", "azurite"] as const) {
+for (const key of ["upstash", "azurite", "cloudflare"] as const) {
   try {
     const ctx = inject(key) as { token?: string; accountKey?: string } | undefined;
     if (ctx?.token) registerSecret(ctx.token);

@@ -5,7 +5,10 @@
 // - bun/flock.ts: run by Bun twice at once; the two commands run one after the other;
 // - deno/main.ts: `deno check`ed and run through its jsr: specifiers;
 // - cloudflare/: bundled like wrangler does, run in workerd (Miniflare); two overlapping cron
-//   triggers send one report, and the lease is released at the end of the ctx.waitUntil work.
+//   triggers send one report, and the lease is released at the end of the ctx.waitUntil work;
+// - cloudflare/durable-object/: the Worker with the LeaseholdLock object, bound as its
+//   wrangler.toml says: three concurrent rebuilds run one at a time in arrival order, and Node
+//   takes the same lock through the Worker's /leasehold route.
 // The TypeScript of node/, bun/ and cloudflare/ is checked by `npm run typecheck` (tsconfig.test.json).
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
@@ -14,8 +17,10 @@ import { fileURLToPath } from "node:url";
 import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, describe, expect, inject, it } from "vitest";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { upstash as upstashBackend } from "../../src/backends/upstash/index.ts";
 import { createMutex } from "../../src/index.ts";
+import { registerSecret } from "../harness/secrets.ts";
 import { killAll } from "../harness/servers/children.ts";
 import { listenLoopback } from "../harness/servers/listen.ts";
 import { COMPATIBILITY_DATE, scheduled } from "../harness/smoke/run-workerd.ts";
@@ -227,6 +232,83 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     } finally {
       await mf.dispose();
       receiver.close();
+    }
+  });
+
+  it("cloudflare/durable-object/: rebuilds run one at a time in arrival order; Node takes the same lock through the route", async () => {
+    const dir = "examples/cloudflare/durable-object";
+    const toml = readFileSync(`${root}${dir}/wrangler.toml`, "utf8");
+    const main = toml.match(/^main\s*=\s*"([^"]+)"/m)?.[1];
+    const date = toml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1];
+    const binding = toml.match(
+      /\[\[durable_objects\.bindings\]\]\s*name\s*=\s*"([^"]+)"\s*class_name\s*=\s*"([^"]+)"/,
+    );
+    expect(main).toBe("src/worker.ts");
+    expect(binding?.slice(1)).toEqual(["LOCKS", "LeaseholdLock"]);
+    expect(toml).toMatch(
+      /\[\[migrations\]\]\s*tag\s*=\s*"v1"\s*new_sqlite_classes\s*=\s*\["LeaseholdLock"\]/,
+    );
+
+    // The rebuild hook: records each rebuild's interval and token, and answers after 300 ms.
+    const rebuilds: { token: number; start: number; end?: number }[] = [];
+    const hook = createServer((req, res) => {
+      const r = {
+        token: Number(req.headers["x-fencing-token"]),
+        start: performance.now(),
+      } as (typeof rebuilds)[0];
+      rebuilds.push(r);
+      req.resume();
+      setTimeout(() => {
+        r.end = performance.now();
+        res.end("built");
+      }, 300);
+    });
+    const hookUrl = `${await listenLoopback(hook)}/rebuild`;
+    const token = `example-${crypto.randomUUID()}`;
+    registerSecret(token);
+    const mf = new Miniflare({
+      modules: true,
+      script: await bundle(`${dir}/${main}`, "neutral"),
+      compatibilityDate: date ?? COMPATIBILITY_DATE,
+      durableObjects: { [binding![1]!]: binding![2]! },
+      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: hookUrl },
+      host: "127.0.0.1",
+      port: 0,
+    });
+    try {
+      const origin = (await mf.ready).origin;
+      const node = createMutex(durableObject({ url: `${origin}/leasehold`, token }), {
+        name: "site-rebuild",
+        ttl: 5_000,
+      });
+      // Node holds the lock first: the three rebuilds queue behind it, in the order they arrive.
+      const held = await node.acquire({ timeout: 10_000 });
+      const answers: Promise<{ token: number; result: string }>[] = [];
+      for (let i = 0; i < 3; i++) {
+        answers.push(
+          mf.dispatchFetch(`${origin}/rebuild`, { method: "POST" }).then((r) => r.json() as never),
+        );
+        await until(`rebuild ${i + 1} in line`, 10_000, async () =>
+          ((await durableObject({ url: `${origin}/leasehold`, token }).inspect("site-rebuild"))?.waiters ??
+            0) > i
+            ? true
+            : undefined,
+        );
+      }
+      expect(rebuilds).toEqual([]);
+      await held.release();
+      const results = await Promise.all(answers);
+      expect(results.map((r) => r.result)).toEqual(["built", "built", "built"]);
+      const tokens = results.map((r) => r.token);
+      expect(tokens).toEqual([...tokens].sort((a, b) => a - b));
+      expect(tokens[0]).toBeGreaterThan(held.token);
+      expect(rebuilds.map((r) => r.token)).toEqual(tokens);
+      for (let i = 1; i < rebuilds.length; i++)
+        expect(rebuilds[i]!.start).toBeGreaterThanOrEqual(rebuilds[i - 1]!.end!);
+      expect(await node.holder()).toBeNull();
+    } finally {
+      await mf.dispose();
+      hook.close();
     }
   });
 });

@@ -1,23 +1,30 @@
 // The smoke suite (test/harness/smoke/suite.ts) on every runtime leasehold supports, each one against the
-// real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
+// real servers of the global setup (redis-server behind the Upstash bridge, Azurite, and the
+// LeaseholdLock Durable Object in workerd through its lockHandler route):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
 // - Node 24 (test/harness/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
 // - Deno (npm `deno`): the .ts sources through `jsr:@leasehold/leasehold` specifiers, --check;
 // - workerd (npm `miniflare`): a bundled scheduled Worker; two overlapping cron triggers run the
 //   job once and leave no timer pending.
+// And the backend conformance suite (waiting checks included) through the Durable Object's
+// route on Node 24, Bun and Deno (test/harness/smoke/conformance.ts).
 // Every child gets the servers' coordinates in environment variables and must print a
 // SMOKE_REPORT line with every check passed and then exit by itself.
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
+import { memory } from "../../src/backends/memory.ts";
+import { conformanceChecks } from "../../src/testing.ts";
 import { NODE24 } from "../harness/servers/runtimes.ts";
+import { OPTIONS } from "../harness/smoke/conformance.ts";
 import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
 const azurite = inject("azurite");
+const cloudflare = inject("cloudflare");
 const run = Math.random().toString(36).slice(2, 8);
 
 const BUN = "node_modules/.bin/bun";
@@ -32,6 +39,8 @@ function smokeVars(runtime: string): Record<string, string> {
     UPSTASH_REDIS_REST_URL: upstash.url,
     UPSTASH_REDIS_REST_TOKEN: upstash.token,
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    LEASEHOLD_DO_URL: cloudflare.url,
+    LEASEHOLD_DO_TOKEN: cloudflare.token,
   };
 }
 
@@ -43,7 +52,13 @@ interface Report {
 }
 
 /** Spawns a runner; resolves its report, or rejects with its output when it fails or hangs. */
-function runSmoke(runtime: string, command: string, args: string[], timeout = 60_000): Promise<Report> {
+function runSmoke(
+  runtime: string,
+  command: string,
+  args: string[],
+  timeout = 60_000,
+  marker = "SMOKE_REPORT",
+): Promise<Report> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
       cwd: root,
@@ -77,11 +92,11 @@ function runSmoke(runtime: string, command: string, args: string[], timeout = 60
     });
     child.on("close", (code, signal) => {
       clearTimeout(timer);
-      const line = out.split("\n").find((l) => l.startsWith("SMOKE_REPORT "));
+      const line = out.split("\n").find((l) => l.startsWith(`${marker} `));
       if (code !== 0 || !line) {
         reject(new Error(`${runtime}: exited with ${code ?? signal}:\n${out}`));
       } else {
-        resolve(JSON.parse(line.slice("SMOKE_REPORT ".length)) as Report);
+        resolve(JSON.parse(line.slice(marker.length + 1)) as Report);
       }
     });
   });
@@ -187,6 +202,41 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
     } finally {
       if (!disposed) await mf.dispose();
     }
+  });
+});
+
+// The conformance suite (with its waiting checks) through the Durable Object's lockHandler route
+// on the other runtimes; Node 20 runs it in test/backends/cloudflare/conformance.test.ts, and the
+// binding mode runs inside workerd there too. One runtime at a time: together they would load
+// the shared workerd three times over.
+describe("the conformance suite through durableObject({ url, token })", {
+  timeout: 120_000,
+}, () => {
+  const names = conformanceChecks({ ...OPTIONS, backend: () => memory() }).map((c) => c.name);
+  const conformance = (runtime: string, command: string, args: string[]) =>
+    runSmoke(runtime, command, args, 110_000, "CONFORMANCE_REPORT");
+
+  it("Node 24: built dist/ by package name", async () => {
+    const report = await conformance("node24", NODE24, ["test/harness/smoke/run-conformance-node24.mjs"]);
+    expect(report.passed).toEqual(names);
+  });
+
+  it("Bun: built dist/ by package name", async () => {
+    const report = await conformance("bun", BUN, ["run", "test/harness/smoke/run-conformance-bun.ts"]);
+    expect(report.passed).toEqual(names);
+  });
+
+  it("Deno: the .ts sources through jsr:@leasehold/leasehold, type-checked", async () => {
+    const report = await conformance("deno", DENO, [
+      "run",
+      "--check",
+      "--no-lock",
+      "--config=test/harness/smoke/deno.json",
+      "--allow-net=127.0.0.1",
+      `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
+      "test/harness/smoke/run-conformance-deno.ts",
+    ]);
+    expect(report.passed).toEqual(names);
   });
 });
 

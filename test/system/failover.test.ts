@@ -1,12 +1,14 @@
 // Leader election across real OS processes: three candidates (test/harness/fixtures/campaign.ts)
-// campaign through the shared Upstash bridge. The leader is SIGKILLed, or stopped with SIGTERM; a
+// campaign through the shared Upstash bridge, and again through the Durable Object's route. The leader is SIGKILLed, or stopped with SIGTERM; a
 // follower must take over within ttl + retryDelay (crash) or about one retryDelay (graceful), and at no
 // instant may two processes run the task with unaborted signals.
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { killAll } from "../harness/servers/children.ts";
 
-const ctx = inject("upstash");
+/** The backends, by the name the fixture reads from LEASEHOLD_BACKEND. */
+const backends = { upstash: inject("upstash"), cloudflare: inject("cloudflare") };
+type BackendName = keyof typeof backends;
 const root = new URL("../../", import.meta.url);
 const fixture = new URL("../harness/fixtures/campaign.ts", import.meta.url).pathname;
 const TTL = 1_500;
@@ -35,13 +37,15 @@ afterEach(() => killAll(children.splice(0)));
 
 const now = () => performance.timeOrigin + performance.now();
 
-function candidate(name: string, events: Event[]): Candidate {
+function candidate(backend: BackendName, name: string, events: Event[]): Candidate {
+  const ctx = backends[backend];
   const child = spawn(process.execPath, ["--import", "tsx", fixture], {
     cwd: root,
     env: {
       ...process.env,
       LEASEHOLD_URL: ctx.url,
       LEASEHOLD_TOKEN_SECRET: ctx.token,
+      LEASEHOLD_BACKEND: backend,
       LOCK_NAME: name,
       TTL: String(TTL),
       RETRY_DELAY: String(RETRY_DELAY),
@@ -83,9 +87,9 @@ async function replaceLeader(events: Event[], leader: Candidate, signal: NodeJS.
   return { at, next };
 }
 
-async function election(name: string) {
+async function election(backend: BackendName, name: string) {
   const events: Event[] = [];
-  const candidates = [0, 1, 2].map(() => candidate(name, events));
+  const candidates = [0, 1, 2].map(() => candidate(backend, name, events));
   await until("three campaigns", () => events.filter((e) => e.event === "campaign").length === 3);
   const first = await until("a leader", () => events.find((e) => e.event === "start"));
   // Let the followers poll a few times and the leader renew at least once (every ttl/3).
@@ -121,10 +125,10 @@ function checkNoOverlap(events: Event[], killed: number[] = []): void {
   }
 }
 
-describe("failover across processes (Upstash bridge)", () => {
+describe.each(["upstash", "cloudflare"] as const)("failover across processes (%s)", (backend) => {
   it(`a SIGKILLed leader is replaced within ttl + retryDelay (${TTL} + ${RETRY_DELAY} ms), without overlap`, async () => {
     const name = `failover-kill-${crypto.randomUUID()}`;
-    const { events, candidates, leader } = await election(name);
+    const { events, candidates, leader } = await election(backend, name);
     const { at: killedAt, next } = await replaceLeader(events, leader, "SIGKILL");
     const takeover = next.t - killedAt;
     const lastDeadline = Math.max(
@@ -145,7 +149,7 @@ describe("failover across processes (Upstash bridge)", () => {
 
   it(`a leader stopped with SIGTERM hands over within about one retryDelay (${RETRY_DELAY} + ${SLACK} ms), without overlap`, async () => {
     const name = `failover-term-${crypto.randomUUID()}`;
-    const { events, candidates, leader } = await election(name);
+    const { events, candidates, leader } = await election(backend, name);
     const { at: stoppedAt, next } = await replaceLeader(events, leader, "SIGTERM");
     expect(await leader.exited).toBe(0);
     const stop = events.find((e) => e.pid === leader.pid && e.event === "stop")!;

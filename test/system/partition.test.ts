@@ -1,9 +1,11 @@
 // Partition: the fault proxy black-holes the holder. Its signal must abort while the lock still
-// has time left on the server (read straight from Redis / Azurite at the moment of the abort),
+// has time left on the server (read straight from Redis / Azurite / the Durable Object at the
+// moment of the abort),
 // and the other contender, which still reaches the server, acquires only after that abort.
 import { BlobServiceClient } from "@azure/storage-blob";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, type Lease } from "../../src/index.ts";
 import { defaultStopMargin, guardOf } from "../../src/timing.ts";
@@ -86,6 +88,45 @@ describe("partition of the holder", () => {
     console.log(`[partition upstash] ${JSON.stringify(figures)}`);
     expect(abort.probe.pttl).toBeGreaterThan(0);
     expect(abort.probe.holder).toBe("A"); // the lock on the server was still A's
+    expect(got.at).toBeGreaterThan(abort.at);
+    expect(got.lease.token).toBeGreaterThan(leaseA.token);
+    expect(leaseA.signal.reason).toMatchObject({ code: "ERR_LEASE_LOST" });
+    expect(p.counts().blackholed).toBeGreaterThan(0);
+  });
+
+  it("cloudflare: the holder aborts while the object still holds its lease; the waiter gets it only after", async () => {
+    const { url, token } = inject("cloudflare");
+    const p = proxy(url);
+    const [urlA, urlB] = await Promise.all([p.client("a"), p.client("b")]);
+    const name = `partition-${crypto.randomUUID().slice(0, 8)}`;
+    const ttl = 2_000;
+    const a = createMutex(durableObject({ url: urlA, token }), { name, ttl, owner: "A" });
+    const b = createMutex(durableObject({ url: urlB, token }), { name, ttl, owner: "B", retryDelay: 50 });
+    const direct = durableObject({ url, token });
+
+    const leaseA = await a.acquire();
+    cleanup.push(() => leaseA.release().catch(() => {}));
+    await leaseA.renew(); // a renewal went through before the partition
+    const aborted = onAbort(leaseA, () => direct.inspect(name));
+    const tPartition = performance.now();
+    p.partition("a");
+    // B waits in line (its requests held open by the object) and is woken by the expiry.
+    const acquiredB = b.acquire({ timeout: 10_000 }).then((lease) => ({ lease, at: performance.now() }));
+
+    const { abort, got } = await outcome(p, aborted, acquiredB);
+    const figures = {
+      ttl,
+      guard: guardOf(ttl, defaultStopMargin(ttl)),
+      abortAfterPartitionMs: Math.round(abort.at - tPartition),
+      ttlLeftAtAbortMs: abort.probe?.ttlLeft,
+      holderAtAbort: abort.probe?.owner,
+      acquireAfterAbortMs: Number((got.at - abort.at).toFixed(1)),
+      tokens: [leaseA.token, got.lease.token],
+      reason: (leaseA.signal.reason as Error).message,
+    };
+    console.log(`[partition cloudflare] ${JSON.stringify(figures)}`);
+    expect(abort.probe?.ttlLeft).toBeGreaterThan(0);
+    expect(abort.probe?.owner).toBe("A"); // the lock in the object was still A's
     expect(got.at).toBeGreaterThan(abort.at);
     expect(got.lease.token).toBeGreaterThan(leaseA.token);
     expect(leaseA.signal.reason).toMatchObject({ code: "ERR_LEASE_LOST" });

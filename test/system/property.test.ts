@@ -10,6 +10,7 @@ import { createServer, type Server } from "node:http";
 import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../../src/index.ts";
@@ -115,6 +116,7 @@ describe("options", () => {
     ["memory", memory()],
     ["upstash", upstash({ url: "https://example.upstash.io", token: TOKEN })],
     ["azure-blob", azureBlob({ container: "locks", connectionString: "UseDevelopmentStorage=true" })],
+    ["cloudflare", durableObject({ url: "https://locks.example.workers.dev/leasehold", token: TOKEN })],
   ];
   for (const [label, backend] of backends) {
     it(`${label}: createMutex returns a mutex or throws a TypeError/RangeError naming an invalid option`, () => {

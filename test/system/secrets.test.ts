@@ -1,5 +1,5 @@
 // Secrets: errors, causes, stacks and messages never contain the Upstash token, the Azure account
-// key, a SAS signature or a bearer token. This file drives the error paths that carry a secret
+// key, a SAS signature, a bearer token or the Durable Object route's token. This file drives the error paths that carry a secret
 // nearby (wrong credentials against the real servers, proxies echoing the request, network errors
 // quoting the URL or headers, token providers that fail, option validation with secret-looking
 // values) and checks each error deeply. The suite-wide check (every LockError constructed and
@@ -8,6 +8,7 @@
 import { createServer, type Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, type FetchLike, isLockError } from "../../src/index.ts";
 import { thrown } from "../harness/doubles.ts";
@@ -136,6 +137,31 @@ describe("upstash", () => {
       expect(error).toBeInstanceOf(TypeError);
       checkNoSecrets(error, secret);
     }
+  });
+});
+
+describe("cloudflare", () => {
+  const cf = inject("cloudflare");
+  it("a wrong token, a proxy echoing the request, and network errors quoting the token are redacted", async () => {
+    const wrong = `wrong-${crypto.randomUUID()}`;
+    registerSecret(wrong);
+    const refused = await failure(
+      createMutex(durableObject({ url: cf.url, token: wrong }), { name: "s" }).acquire(),
+    );
+    expect(refused).toMatchObject({ code: "ERR_BACKEND_AUTH", status: 401 });
+    checkNoSecrets(refused, "401");
+    const echoed = await failure(
+      createMutex(durableObject({ url: echoUrl, token: cf.token }), { name: "s" }).tryAcquire(),
+    );
+    expect(echoed).toMatchObject({ name: "BackendError", status: 502 });
+    checkNoSecrets(echoed, "echo");
+    const quoting: FetchLike = async (_u, init) => {
+      throw new TypeError(`fetch failed: Authorization: ${init.headers.authorization}`);
+    };
+    const m = createMutex(durableObject({ url: cf.url, token: cf.token, fetch: quoting }), { name: "s" });
+    const quoted = await failure(m.tryAcquire());
+    expect(String(quoted.message)).toContain("[redacted]");
+    checkNoSecrets(quoted, "quoting fetch");
   });
 });
 

@@ -60,6 +60,11 @@ describe("quorum(): its size and its checks", () => {
         "[leasehold] [quorum] backends[1] (memory) has no raiseFence, which a quorum needs for fencing tokens that never go back",
       ],
       [
+        () => quorum([m(), m(), memory({ expiry: "observed" })]),
+        TypeError,
+        "[leasehold] [quorum] backends[2] (memory) expires locks by observation (docs/DESIGN.md §14), which a quorum does not support",
+      ],
+      [
         () => quorum([one, m(), one]),
         TypeError,
         "[leasehold] [quorum] backends[2] is backends[0] again: members must be independent",

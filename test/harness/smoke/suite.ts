@@ -4,25 +4,27 @@
 // needs no test framework and no runtime API beyond what the library itself uses, and it throws
 // on the first failed check. Only erasable TypeScript here (Node 24 strips the types natively).
 //
-// What it checks, on memory, Upstash (through the test bridge), Azure (Azurite) and a quorum of
-// three Upstash members (three key prefixes on the bridge):
+// What it checks, on memory, Upstash (through the test bridge), Azure (Azurite), a quorum of
+// three Upstash members (three key prefixes on the bridge) and the Cloudflare Durable Object
+// (through its lockHandler route, in workerd):
 // - `await using` acquires and releases: the lease's signal aborts with ERR_LEASE_LOST at the
 //   end of the scope and the backend is free afterwards;
 // - exclusivity: while one mutex holds the lock, a second one's tryAcquire() gives null and
 //   holder() reports the first one's owner and token;
-// - expiry and takeover (memory, Upstash, quorum; ttl 600 ms, renew: false): the holder's signal aborts
+// - expiry and takeover (memory, Upstash, quorum, Cloudflare; ttl 600 ms, renew: false): the holder's signal aborts
 //   by itself, then the other mutex acquires with a greater fencing token, and releasing the
 //   lost lease does not free the new holder's lock;
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
 //   while the blob lease still excludes the other mutex (the guard works), and after the lost
 //   lease is released the other mutex takes over with a greater token.
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
+import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
 import type * as MemoryModule from "../../../src/backends/memory.ts";
 import type * as QuorumModule from "../../../src/backends/quorum.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 
-/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`. */
+/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
   isLockError: typeof Core.isLockError;
@@ -30,6 +32,7 @@ export interface SmokeLib {
   upstash: typeof UpstashModule.upstash;
   azureBlob: typeof AzureBlobModule.azureBlob;
   quorum: typeof QuorumModule.quorum;
+  durableObject: typeof CloudflareModule.durableObject;
 }
 
 /** Where the servers are. Runners read it from the environment with {@link smokeEnv}. */
@@ -40,6 +43,8 @@ export interface SmokeEnv {
   id: string;
   upstash: { url: string; token: string };
   azure: { connectionString: string; container: string };
+  /** The lockHandler route of the test worker (test/harness/setup/cloudflare.ts). */
+  cloudflare: { url: string; token: string };
 }
 
 /** What {@link smoke} returns when every check passed. */
@@ -64,9 +69,12 @@ export const SMOKE_CHECKS: readonly string[] = [
   "quorum: await using acquires and releases",
   "quorum: exclusive between two mutexes",
   "quorum: expires and is taken over with a greater token",
+  "cloudflare: await using acquires and releases",
+  "cloudflare: exclusive between two mutexes",
+  "cloudflare: expires and is taken over with a greater token",
 ];
 
-/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, … */
+/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, … */
 export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
   const need = (name: string): string => {
     const value = read(name);
@@ -81,6 +89,7 @@ export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
       connectionString: need("AZURE_STORAGE_CONNECTION_STRING"),
       container: read("SMOKE_AZURE_CONTAINER") || "leasehold-smoke",
     },
+    cloudflare: { url: need("LEASEHOLD_DO_URL"), token: need("LEASEHOLD_DO_TOKEN") },
   };
 }
 
@@ -204,6 +213,7 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     container: env.azure.container,
     createContainer: true,
   });
+  const cf = lib.durableObject({ url: env.cloudflare.url, token: env.cloudflare.token });
   // The backends run side by side: the Azure part waits ~7.5 s for its signal, the rest does not.
   await Promise.all([
     (async () => {
@@ -221,6 +231,10 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       const q = lib.quorum(members);
       await exclusive(lib, q, name("x"), 5_000, pass);
       await expiry(lib, q, name("e"), pass);
+    })(),
+    (async () => {
+      await exclusive(lib, cf, name("x"), 5_000, pass);
+      await expiry(lib, cf, name("e"), pass);
     })(),
     (async () => {
       await exclusive(lib, az, name("x"), 15_000, pass);

@@ -1,0 +1,216 @@
+// durableObject(): the Backend, through a namespace binding (inside a Worker) or a Worker route
+// (lockHandler) from anywhere fetch runs.
+import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { check } from "../../options.ts";
+import { redact, send } from "../shared/http.ts";
+import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
+import { type LockRequest, NAME, type Replies } from "./protocol.ts";
+
+/** A Durable Object stub's `fetch`, as leasehold calls it. */
+export interface DurableObjectStubLike {
+  fetch(url: string, init: Parameters<FetchLike>[1]): ReturnType<FetchLike>;
+}
+
+/**
+ * The part of a `DurableObjectNamespace` binding that leasehold uses (wrangler.toml
+ * `[[durable_objects.bindings]]`, class {@link LeaseholdLock}).
+ */
+export interface DurableObjectNamespaceLike {
+  idFromName(name: string): unknown;
+  get(id: never): DurableObjectStubLike;
+}
+
+/** Options of {@link durableObject} from outside a Worker: the route that `lockHandler` serves. */
+export interface DurableObjectUrlOptions {
+  /** The route's URL, such as `https://my-worker.example.workers.dev/leasehold`. */
+  url: string;
+  /** The bearer secret that the route's `lockHandler` was given (16 characters or more). */
+  token: string;
+  /** The `fetch` to use. Default: the global `fetch`. */
+  fetch?: FetchLike;
+}
+
+const WHERE = `[${NAME}]`;
+
+/** Whether `v` looks like a namespace binding rather than options. */
+function isNamespace(v: unknown): v is DurableObjectNamespaceLike {
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    typeof (v as DurableObjectNamespaceLike).idFromName === "function" &&
+    typeof (v as DurableObjectNamespaceLike).get === "function"
+  );
+}
+
+/** The bearer token of the route; checked the same way by {@link durableObject} and lockHandler. */
+export function checkToken(token: unknown, option: string): asserts token is string {
+  check(
+    typeof token === "string" && token.length >= 16,
+    WHERE,
+    `${option} must be a string of 16 characters or more (a random secret, such as the output of \`openssl rand -hex 32\`)`,
+  );
+  // A token that is not a valid header value would make fetch throw with the value in its message.
+  check(
+    /^[\x21-\x7e]+$/.test(token),
+    WHERE,
+    `${option} contains characters that are not allowed in a header`,
+  );
+}
+
+/**
+ * Creates the Durable Object backend for {@link createMutex}. Inside a Worker, pass the namespace
+ * binding of {@link LeaseholdLock}; from Node, Bun, Deno (or another Worker), pass the URL and
+ * bearer token of a route that serves `lockHandler`. Either way one request per operation, and
+ * `acquire()` waits in line: first come, first served, woken on release.
+ *
+ * @param target The namespace binding (`env.LOCKS`), or `{ url, token, fetch? }`.
+ * @returns A backend named `"cloudflare"` with `acquireQueued`.
+ * @throws {TypeError} When `target` is neither, the URL is not http(s), or the token is shorter
+ *   than 16 characters or not a header value. The token is never part of a message.
+ *
+ * @example Inside a Worker, through the binding
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { durableObject, type DurableObjectNamespaceLike } from "leasehold/cloudflare";
+ *
+ * declare const env: { LOCKS: DurableObjectNamespaceLike }; // your Worker's env
+ *
+ * const mutex = createMutex(durableObject(env.LOCKS), { name: "nightly-report" });
+ * await using lease = await mutex.acquire({ timeout: 10_000 });
+ * ```
+ *
+ * @example From Node, Bun or Deno, through the Worker's route
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { durableObject } from "leasehold/cloudflare";
+ *
+ * const backend = durableObject({ url: "https://locks.example.workers.dev/leasehold", token: "…a 32-byte secret…" });
+ * await using lease = await createMutex(backend, { name: "nightly-report" }).acquire();
+ * ```
+ */
+export function durableObject(target: DurableObjectNamespaceLike | DurableObjectUrlOptions): Backend {
+  let fetchFn: FetchLike;
+  let url: string;
+  let headers: Record<string, string>;
+  let secrets: string[];
+  if (isNamespace(target)) {
+    const ns = target;
+    // One stub per call: the key is in the body, which this function reads back.
+    fetchFn = (u, init) =>
+      ns.get(ns.idFromName((JSON.parse(init.body!) as { key: string }).key) as never).fetch(u, init);
+    url = "https://leasehold.internal/";
+    headers = { "content-type": "application/json" };
+    secrets = [];
+  } else {
+    check(
+      typeof target === "object" && target !== null,
+      WHERE,
+      "durableObject() takes a Durable Object namespace binding (env.LOCKS) or { url, token }",
+    );
+    const { token } = target;
+    check(
+      typeof target.url === "string" && target.url !== "",
+      WHERE,
+      "option url is required: the route of lockHandler",
+    );
+    url = httpUrl(WHERE, "option url", target.url).href;
+    checkToken(token, "option token");
+    fetchFn = fetchOption(WHERE, target.fetch);
+    headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
+    secrets = [token];
+  }
+
+  async function call<K extends LockRequest["op"]>(
+    r: Extract<LockRequest, { op: K }>,
+    signal: AbortSignal | undefined,
+  ): Promise<Replies[K]> {
+    const reply = await send(
+      NAME,
+      fetchFn,
+      url,
+      { method: "POST", headers, body: JSON.stringify(r), signal },
+      secrets,
+    );
+    const { status } = reply;
+    if (authStatus(status)) {
+      throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
+        backend: NAME,
+        status,
+        retryable: false,
+        auth: true,
+      });
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(reply.body);
+    } catch {
+      // Not JSON: a proxy's error page, a body cut short, workerd's own error page.
+      const snippet = redact(reply.body, secrets).slice(0, 80).replace(/\s+/g, " ");
+      throw new BackendError(`HTTP ${status} with a body that is not JSON: ${JSON.stringify(snippet)}`, {
+        backend: NAME,
+        status,
+        retryable: true,
+      });
+    }
+    if (status !== 200) {
+      const error =
+        typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
+      throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 200)}` : ""}`, {
+        backend: NAME,
+        status,
+        retryable: retryableStatus(status),
+      });
+    }
+    return body as Replies[K];
+  }
+
+  function malformed(value: unknown): BackendError {
+    const text = redact(JSON.stringify(value) ?? String(value), secrets).slice(0, 120);
+    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status: 200, retryable: true });
+  }
+
+  function acquired(r: Replies["acquire"]): AcquireResult {
+    if (r?.ok === true && Number.isSafeInteger(r.token) && r.token > 0) return { ok: true, token: r.token };
+    if (r?.ok === false && typeof r.retryAfter === "number" && r.retryAfter >= 0)
+      return { ok: false, retryAfter: r.retryAfter };
+    throw malformed(r);
+  }
+
+  return {
+    name: NAME,
+    async acquire({ key, owner, nonce, ttl, signal }) {
+      return acquired(await call({ op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl) }, signal));
+    },
+    async acquireQueued({ key, owner, nonce, ttl, waiter, hold, signal }) {
+      const r = {
+        op: "acquire",
+        key,
+        owner,
+        nonce,
+        ttl: Math.ceil(ttl),
+        waiter,
+        hold: Math.max(0, Math.floor(hold)),
+      } as const;
+      return acquired(await call(r, signal));
+    },
+    async renew({ key, nonce, ttl, signal }) {
+      const r = await call({ op: "renew", key, nonce, ttl: Math.ceil(ttl) }, signal);
+      if (typeof r?.ok !== "boolean") throw malformed(r);
+      return r.ok;
+    },
+    async release({ key, nonce, signal }) {
+      const r = await call({ op: "release", key, nonce }, signal);
+      if (r?.ok !== true) throw malformed(r);
+    },
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const r = await call({ op: "inspect", key }, signal);
+      if (!r || typeof r !== "object" || !Number.isSafeInteger(r.waiters)) throw malformed(r);
+      const h = r.holder;
+      if (h === null) return null;
+      if (typeof h?.owner !== "string" || !Number.isSafeInteger(h.token) || typeof h.ttlLeft !== "number")
+        throw malformed(r);
+      return { owner: h.owner, token: h.token, ttlLeft: h.ttlLeft, waiters: r.waiters };
+    },
+  };
+}

@@ -1,0 +1,85 @@
+// The wire format between the backend, the Worker route and the Durable Object: one JSON
+// request per operation, checked the same way on both sides of the route.
+
+/** The backend's name in errors, and the prefix of option errors. */
+export const NAME = "cloudflare";
+
+/**
+ * How long a waiter keeps its place in line after an answer, and how long a freed lock stays
+ * reserved for the oldest waiter while it is between two attempts, in ms. The core sends again
+ * within about one round trip; a waiter that does not (it gave up, crashed, lost its connection)
+ * is dropped after this and the next one is served.
+ */
+export const KEEP_PLACE_MS = 1_000;
+
+/** The longest a request is held open in line, whatever it asks, in ms. */
+export const MAX_HOLD_MS = 30_000;
+
+/** The largest request body the route and the object read, in bytes (a request is < 1 KiB). */
+export const MAX_REQUEST_BYTES = 8_192;
+
+/** One operation, as sent to the route and forwarded to the object. */
+export type LockRequest =
+  | { op: "acquire"; key: string; owner: string; nonce: string; ttl: number; waiter?: string; hold?: number }
+  | { op: "renew"; key: string; nonce: string; ttl: number }
+  | { op: "release"; key: string; nonce: string }
+  | { op: "inspect"; key: string };
+
+/** What the object answers to each operation (HTTP 200, JSON). */
+export interface Replies {
+  acquire: { ok: true; token: number } | { ok: false; retryAfter: number };
+  renew: { ok: boolean };
+  release: { ok: true };
+  inspect: { holder: { owner: string; token: number; ttlLeft: number } | null; waiters: number };
+}
+
+const str = (v: unknown, max: number): v is string => typeof v === "string" && v !== "" && v.length <= max;
+const ms = (v: unknown): v is number => Number.isSafeInteger(v) && (v as number) >= 0;
+
+/**
+ * The request in `body`, or a message saying what is wrong with it. The object trusts nothing
+ * the route did: both check.
+ */
+export function parseRequest(body: string): LockRequest | string {
+  let r: Record<string, unknown>;
+  try {
+    r = JSON.parse(body) as Record<string, unknown>;
+  } catch {
+    return "the body is not JSON";
+  }
+  if (typeof r !== "object" || r === null) return "the body is not a JSON object";
+  if (!str(r.key, 1_024)) return "key must be a string of 1-1024 characters";
+  const nonce = str(r.nonce, 256);
+  const ttl = ms(r.ttl) && (r.ttl as number) > 0;
+  switch (r.op) {
+    case "acquire":
+      if (!nonce || !ttl || !str(r.owner, 1_024)) return "acquire needs nonce, owner and ttl > 0";
+      if (r.waiter !== undefined && (!str(r.waiter, 256) || !ms(r.hold)))
+        return "acquire with waiter needs hold >= 0";
+      return r as LockRequest;
+    case "renew":
+      return nonce && ttl ? (r as LockRequest) : "renew needs nonce and ttl > 0";
+    case "release":
+      return nonce ? (r as LockRequest) : "release needs nonce";
+    case "inspect":
+      return r as LockRequest;
+    default:
+      return "op must be acquire, renew, release or inspect";
+  }
+}
+
+/** A JSON reply with `status`. */
+export function json(value: unknown, status = 200): Response {
+  return new Response(JSON.stringify(value), {
+    status,
+    headers: { "content-type": "application/json", "cache-control": "no-store" },
+  });
+}
+
+/** Reads a request body of at most {@link MAX_REQUEST_BYTES}; `undefined` when longer. */
+export async function readRequest(request: Request): Promise<string | undefined> {
+  const length = Number(request.headers.get("content-length") ?? "0");
+  if (length > MAX_REQUEST_BYTES) return undefined;
+  const text = await request.text();
+  return text.length > MAX_REQUEST_BYTES ? undefined : text;
+}

@@ -1,0 +1,200 @@
+// The cloudflare backend against the LeaseholdLock Durable Object in a real workerd (Miniflare):
+// the shared worker of test/harness/setup/cloudflare.ts, and for the restart test a worker of its
+// own with a persistence directory, stopped and started again. Lock names are unique per test.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { inspect as nodeInspect } from "node:util";
+import { describe, expect, inject, it } from "vitest";
+import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
+import { KEEP_PLACE_MS } from "../../../src/backends/cloudflare/protocol.ts";
+import { BackendError, createMutex, isLockError } from "../../../src/index.ts";
+import { thrown } from "../../harness/doubles.ts";
+import { registerSecret } from "../../harness/secrets.ts";
+import { startLockWorker } from "../../harness/servers/workerd-locks.ts";
+
+const ctx = inject("cloudflare");
+const backend = durableObject({ url: ctx.url, token: ctx.token });
+const unique = () => `t-${crypto.randomUUID()}`;
+const nonce = () => crypto.randomUUID();
+const dump = (e: unknown) => `${String(e)}\n${(e as Error)?.stack}\n${nodeInspect(e, { depth: 10 })}`;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+describe("options", () => {
+  const secret = "s3cret-TOKEN-value-0123456789";
+  it.each([
+    [undefined, /namespace binding \(env\.LOCKS\) or \{ url, token \}/],
+    [{ url: "", token: secret }, /option url is required/],
+    [{ url: "ftp://example.com", token: secret }, /option url must be an http\(s\) URL, got ftp:$/],
+    [
+      { url: `https://user:${secret}@example.com`, token: secret },
+      /must not contain a user name or password/,
+    ],
+    [
+      { url: "https://example.com", token: "short" },
+      /option token must be a string of 16 characters or more/,
+    ],
+    [{ url: "https://example.com", token: `${secret}\n` }, /token contains characters/],
+    [{ url: "https://example.com", token: secret, fetch: "x" }, /option fetch must be a function/],
+  ])("durableObject(%o) throws a TypeError that names the option", (options, message) => {
+    const error = thrown(() => durableObject(options as never));
+    expect(error).toBeInstanceOf(TypeError);
+    expect((error as Error).message).toMatch(message);
+    expect(dump(error)).not.toContain(secret);
+  });
+
+  it("lockHandler checks the namespace and the token, without quoting it", () => {
+    const ns = { idFromName: () => 1, get: () => ({ fetch: async () => new Response() }) } as never;
+    expect(() => lockHandler({} as never, { token: "x".repeat(20) })).toThrow(
+      /needs the Durable Object namespace/,
+    );
+    const error = thrown(() => lockHandler(ns, { token: "tiny-secret" }));
+    expect((error as Error).message).toMatch(/option token must be a string of 16 characters or more/);
+    expect(dump(error)).not.toContain("tiny-secret");
+  });
+});
+
+describe("the route", () => {
+  it("refuses a wrong or missing token with ERR_BACKEND_AUTH and never grants a lock", async () => {
+    const wrong = `${ctx.token.slice(0, -1)}${ctx.token.endsWith("x") ? "y" : "x"}`;
+    registerSecret(wrong);
+    const key = unique();
+    const intruder = durableObject({ url: ctx.url, token: wrong });
+    const error = await intruder
+      .acquire({ key, owner: "intruder", nonce: nonce(), ttl: 5_000 })
+      .catch((e) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error.code).toBe("ERR_BACKEND_AUTH");
+    expect(error.status).toBe(401);
+    expect(error.retryable).toBe(false);
+    expect(dump(error)).not.toContain(wrong);
+    // The same through a mutex: acquire() rejects at once instead of waiting.
+    const m = createMutex(intruder, { name: key, ttl: 5_000 });
+    await expect(m.acquire({ timeout: 10_000 })).rejects.toMatchObject({ code: "ERR_BACKEND_AUTH" });
+    expect(await backend.inspect(key)).toBeNull();
+    // No Authorization header at all, and a raw request.
+    const res = await fetch(ctx.url, {
+      method: "POST",
+      body: JSON.stringify({ op: "acquire", key, owner: "x", nonce: "n", ttl: 5_000 }),
+    });
+    expect(res.status).toBe(401);
+    expect(await backend.inspect(key)).toBeNull();
+  });
+
+  it("answers a malformed request with a non-retryable error", async () => {
+    const raw = durableObject({
+      url: ctx.url,
+      token: ctx.token,
+      fetch: (url, init) => fetch(url, { ...init, body: JSON.stringify({ op: "steal", key: "k" }) }),
+    });
+    const error = await raw.inspect(unique()).catch((e) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error.status).toBe(400);
+    expect(error.retryable).toBe(false);
+    expect(error.message).toMatch(/op must be acquire, renew, release or inspect/);
+  });
+});
+
+describe("the object", () => {
+  it("inspect shows the holder, its token and the number of waiters", async () => {
+    const name = unique();
+    const holder = await createMutex(backend, { name, owner: "h", ttl: 5_000 }).acquire();
+    const stop = new AbortController();
+    const waiting = [1, 2].map((i) =>
+      createMutex(backend, { name, owner: `w${i}`, ttl: 5_000 })
+        .acquire({ signal: stop.signal })
+        .catch(() => null),
+    );
+    let info = await backend.inspect(name);
+    for (let i = 0; i < 100 && info?.waiters !== 2; i++)
+      info = await sleep(10).then(() => backend.inspect(name));
+    expect(info).toMatchObject({ owner: "h", token: holder.token, waiters: 2 });
+    expect(info!.ttlLeft).toBeGreaterThan(0);
+    stop.abort();
+    await Promise.all(waiting);
+    await holder.release();
+  });
+
+  it("a crashed holder is replaced within ttl + one round trip, by a waiter woken at its expiry", async () => {
+    const name = unique();
+    const ttl = 1_000;
+    const t0 = performance.now();
+    await backend.inspect(name);
+    const rtt = performance.now() - t0;
+    // The holder "crashes": it acquires and never renews nor releases.
+    const tSend = performance.now();
+    const crashed = await backend.acquire({ key: name, owner: "crashed", nonce: nonce(), ttl });
+    expect(crashed.ok).toBe(true);
+    const lease = await createMutex(backend, { name, ttl, owner: "next", retryDelay: 60_000 }).acquire({
+      timeout: 10_000,
+    });
+    const after = performance.now() - tSend;
+    console.log(
+      `[cloudflare] takeover ${after.toFixed(1)} ms after the crashed holder's acquire was sent (ttl ${ttl}, rtt ${rtt.toFixed(1)} ms)`,
+    );
+    expect(after).toBeGreaterThanOrEqual(ttl);
+    expect(after).toBeLessThan(ttl + rtt + 100);
+    await lease.release();
+  });
+
+  it("a waiter that vanished between two requests keeps the freed lock reserved only briefly, then the next is served", async () => {
+    const name = unique();
+    const holder = await createMutex(backend, { name, owner: "h", ttl: 10_000 }).acquire();
+    // The ghost waits once (its request held 50 ms, answered "not yet") and never comes back.
+    const ghost = await backend.acquireQueued!({
+      key: name,
+      owner: "ghost",
+      nonce: nonce(),
+      ttl: 5_000,
+      waiter: "ghost",
+      hold: 50,
+    });
+    expect(ghost).toEqual({ ok: false, retryAfter: 0 });
+    const next = createMutex(backend, { name, owner: "next", ttl: 5_000, retryDelay: 60_000 }).acquire({
+      timeout: 10_000,
+    });
+    await sleep(20);
+    const released = performance.now();
+    await holder.release();
+    // Free, but reserved for the ghost: a tryAcquire does not jump the line.
+    expect(await createMutex(backend, { name, ttl: 5_000 }).tryAcquire()).toBeNull();
+    const lease = await next;
+    const late = performance.now() - released;
+    expect(late).toBeLessThan(KEEP_PLACE_MS + 500);
+    expect((await backend.inspect(name))?.owner).toBe("next");
+    await lease.release();
+  });
+
+  it("keeps the holder and the fence across a restart of workerd (persisted storage)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "leasehold-do-"));
+    const token = `persist-${crypto.randomUUID()}`;
+    registerSecret(token);
+    let worker = await startLockWorker({ token, persist: dir });
+    try {
+      const key = unique();
+      const a = durableObject({ url: worker.url, token });
+      const first = nonce();
+      const r1 = await a.acquire({ key, owner: "before", nonce: first, ttl: 60_000 });
+      expect(r1.ok).toBe(true);
+      await worker.stop();
+      worker = await startLockWorker({ token, persist: dir });
+      const b = durableObject({ url: worker.url, token });
+      expect(await b.inspect(key)).toMatchObject({ owner: "before", token: (r1 as { token: number }).token });
+      expect((await b.acquire({ key, owner: "other", nonce: nonce(), ttl: 1_000 })).ok).toBe(false);
+      expect(await b.renew({ key, nonce: first, ttl: 60_000 })).toBe(true);
+      await b.release({ key, nonce: first });
+      const r2 = await b.acquire({ key, owner: "after", nonce: nonce(), ttl: 1_000 });
+      expect(r2.ok && r2.token).toBeGreaterThan((r1 as { token: number }).token);
+    } finally {
+      await worker.stop();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+it("isLockError sees the backend's errors", async () => {
+  const e = await durableObject({ url: ctx.url, token: "w".repeat(24) })
+    .inspect("x")
+    .catch((x) => x);
+  expect(isLockError(e)).toBe(true);
+});

@@ -1,0 +1,38 @@
+// The backend conformance suite (with its waiting checks) against the LeaseholdLock Durable
+// Object in a real workerd (test/harness/setup/cloudflare.ts), both ways a user reaches it:
+// - durableObject({ url, token }) from Node, through the Worker's lockHandler route;
+// - durableObject(env.LOCKS) inside the Worker: each check runs in workerd (/conformance/<i>).
+// A ttl of 1 s (not Upstash's 500 ms): every object write is a durable one, and the shared workerd
+// serves the whole suite at once, so an attempt gets the larger ttl − guard bound.
+import { describe, expect, inject, it } from "vitest";
+import { durableObject } from "../../../src/backends/cloudflare/index.ts";
+import { testBackend } from "../../../src/testing.ts";
+import { bindingChecks } from "../../harness/cloudflare/worker.ts";
+
+const { url, token, origin } = inject("cloudflare");
+
+describe("through the route, from Node", () => {
+  it("offers the waiting capability (so the waiting checks below run)", () => {
+    expect(typeof durableObject({ url, token }).acquireQueued).toBe("function");
+  });
+  testBackend(
+    { describe, it },
+    { backend: () => durableObject({ url, token }), ttl: 1_000, prefix: "conformance-url" },
+  );
+});
+
+describe("through the binding, inside workerd", () => {
+  const params = new URLSearchParams({ ttl: "1000", cycles: "200", contenders: "50" });
+  for (const [i, check] of bindingChecks(null, params).entries()) {
+    it(
+      check.name,
+      async () => {
+        const res = await fetch(`${origin}/conformance/${i}?${params}`);
+        const body = await res.text();
+        expect(res.status, body).toBe(200);
+        expect(body).toBe("ok");
+      },
+      check.timeout,
+    );
+  }
+});

@@ -1,0 +1,64 @@
+// A real workerd (through Miniflare) running test/harness/cloudflare/worker.ts: the LeaseholdLock
+// Durable Object, bound as LOCKS, and its lockHandler route on /leasehold, listening on a free
+// loopback port. Used by the global setup (test/harness/setup/cloudflare.ts), the persistence
+// test (with a persistence directory) and the benchmarks.
+import { build } from "esbuild";
+import { Miniflare } from "miniflare";
+
+/** A recent date (fetch's `cache: "no-store"`, current Durable Object behaviour). */
+const COMPATIBILITY_DATE = "2025-09-01";
+
+let bundled: Promise<string> | undefined;
+
+/** The worker as one ES module. */
+export function bundleLockWorker(): Promise<string> {
+  bundled ??= build({
+    entryPoints: [new URL("../cloudflare/worker.ts", import.meta.url).pathname],
+    bundle: true,
+    write: false,
+    format: "esm",
+    target: "es2022",
+    platform: "neutral",
+    logLevel: "error",
+  }).then((out) => out.outputFiles[0]!.text);
+  return bundled;
+}
+
+export interface LockWorker {
+  /** The route of lockHandler: `http://127.0.0.1:<port>/leasehold`. */
+  url: string;
+  /** The bearer token the route accepts. */
+  token: string;
+  /** The worker's origin, `http://127.0.0.1:<port>`. */
+  origin: string;
+  mf: Miniflare;
+  stop(): Promise<void>;
+}
+
+/**
+ * Starts workerd with the lock worker. `persist`: a directory for the objects' storage (kept
+ * across a stop and a new start); default in memory.
+ */
+export async function startLockWorker(
+  options: { token?: string; persist?: string } = {},
+): Promise<LockWorker> {
+  const token = options.token ?? `lh-${crypto.randomUUID()}`;
+  const mf = new Miniflare({
+    modules: true,
+    script: await bundleLockWorker(),
+    compatibilityDate: COMPATIBILITY_DATE,
+    durableObjects: { LOCKS: "LeaseholdLock" },
+    durableObjectsPersist: options.persist ?? false,
+    bindings: { LEASEHOLD_TOKEN: token },
+    host: "127.0.0.1",
+    port: 0,
+  });
+  let origin: string;
+  try {
+    origin = (await mf.ready).origin;
+  } catch (error) {
+    await mf.dispose().catch(() => {});
+    throw new Error(`workerd (Miniflare) did not start: ${(error as Error).message}`);
+  }
+  return { url: `${origin}/leasehold`, token, origin, mf, stop: () => mf.dispose() };
+}
