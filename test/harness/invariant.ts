@@ -39,12 +39,23 @@ const FAULTS: Omit<RandomFaults, "seed"> = {
 /** Of the renewals (the holder's requests), this share starts a partition of the holder. */
 const HOLDER_PARTITION = 0.3;
 
+/**
+ * Whether a request body is a renewal: Upstash's renew script (PEXPIRE without the acquire's
+ * INCR), or DynamoDB's renew (an UpdateItem that writes a new version and ttl only).
+ */
+export function isRenewal(body: string): boolean {
+  return (
+    (body.includes("PEXPIRE") && !body.includes("INCR")) ||
+    body.includes('"UpdateExpression":"SET #v = :v, #t = :t"')
+  );
+}
+
 /** Random faults on every request, plus partitions aimed at the holder through its renewals. */
 export function faultRule(seed: number): FaultRule {
   const base = randomRule({ seed, ...FAULTS });
   const rnd = seededRandom(seed ^ 0x5bd1e995);
   return (req) => {
-    const renewal = req.body.includes("PEXPIRE") && !req.body.includes("INCR");
+    const renewal = isRenewal(req.body);
     if (renewal && rnd() < HOLDER_PARTITION)
       return { kind: "partition", ms: Math.round(300 + rnd() * 2_200) };
     return base(req);
