@@ -1,5 +1,5 @@
 // The smoke suite (test/harness/smoke/suite.ts) on every runtime leasehold supports, each one against the
-// real servers of the global setup (redis-server behind the Upstash bridge, Azurite):
+// real servers of the global setup (redis-server behind the Upstash bridge, Azurite, dynalite):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
 // - Node 24 (test/harness/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
@@ -18,6 +18,7 @@ import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";
 const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
 const azurite = inject("azurite");
+const ddb = inject("dynamodb");
 const run = Math.random().toString(36).slice(2, 8);
 
 const BUN = "node_modules/.bin/bun";
@@ -32,6 +33,11 @@ function smokeVars(runtime: string): Record<string, string> {
     UPSTASH_REDIS_REST_URL: upstash.url,
     UPSTASH_REDIS_REST_TOKEN: upstash.token,
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
+    SMOKE_DYNAMODB_ENDPOINT: ddb.endpoint,
+    SMOKE_DYNAMODB_TABLE: "leasehold-smoke",
+    AWS_REGION: ddb.region,
+    AWS_ACCESS_KEY_ID: ddb.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: ddb.credentials.secretAccessKey,
   };
 }
 

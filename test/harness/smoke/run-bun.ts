@@ -2,6 +2,7 @@
 // Bun user installing from npm gets it; the suite's TypeScript and `await using` run natively.
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -11,7 +12,7 @@ const bun = (globalThis as { Bun?: { version: string } }).Bun;
 try {
   if (!bun) throw new Error("run-bun.ts must run on Bun");
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob, quorum },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum, dynamodb },
     smokeEnv((n) => process.env[n]),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, bun: bun.version, suite: "native" })}`);

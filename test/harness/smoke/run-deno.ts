@@ -4,6 +4,7 @@
 // sources and the suite are type-checked by Deno too, and with network access to 127.0.0.1 only.
 import { createMutex, isLockError } from "jsr:@leasehold/leasehold";
 import { azureBlob } from "jsr:@leasehold/leasehold/azure-blob";
+import { dynamodb } from "jsr:@leasehold/leasehold/dynamodb";
 import { memory } from "jsr:@leasehold/leasehold/memory";
 import { quorum } from "jsr:@leasehold/leasehold/quorum";
 import { upstash } from "jsr:@leasehold/leasehold/upstash";
@@ -11,7 +12,7 @@ import { smoke, smokeEnv } from "./suite.ts";
 
 try {
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob, quorum },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum, dynamodb },
     smokeEnv((n) => Deno.env.get(n)),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, deno: Deno.version.deno, suite: "native" })}`);

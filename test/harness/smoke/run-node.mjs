@@ -6,6 +6,7 @@ import { readFile } from "node:fs/promises";
 import { transform } from "esbuild";
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -23,7 +24,7 @@ const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toSt
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob, quorum },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: nativeAwaitUsing(),

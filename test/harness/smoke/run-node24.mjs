@@ -2,6 +2,7 @@
 // loaded as is: Node 24 strips the types itself and runs `await using` natively.
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -12,7 +13,7 @@ if (!nativeAwaitUsing()) throw new Error(`Node ${process.versions.node} cannot p
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob, quorum },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: true,

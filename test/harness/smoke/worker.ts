@@ -10,6 +10,7 @@
 //   which `/timers` must then see.
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { fromEnv, upstash } from "leasehold/upstash";
@@ -92,7 +93,7 @@ export default {
     const { pathname } = new URL(request.url);
     if (pathname === "/smoke") {
       try {
-        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum };
+        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum, dynamodb };
         const result = await smoke(
           lib,
           smokeEnv((name) => env[name]),
