@@ -27,7 +27,7 @@ const ADAPTERS = {
   "./memory": { markers: [/"memory"/], stem: "memory", factory: "memory" },
   "./upstash": { markers: [/upstash/i, /redis\.call/], stem: "upstash", factory: "upstash" },
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
-  "./quorum": { markers: [/"quorum"/, /raise fence/], stem: "quorum", factory: "quorum" },
+  "./quorum": { markers: [/"quorum"/, /"raise fence"/], stem: "quorum", factory: "quorum" },
   "./dynamodb": { markers: [/DynamoDB_20120810/, /aws4_request/], stem: "dynamodb", factory: "dynamodb" },
 };
 const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
