@@ -9,12 +9,14 @@
 //   5 contention    bench/contention.ts
 //   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
 //   7 quorum        bench/quorum.ts: one database vs quorums of 3 and 5, one slow member
+//   8 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
+import { runDynamoDB } from "./dynamodb.ts";
 import { runFailover } from "./failover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
 import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
@@ -150,6 +152,11 @@ try {
   log(`7 quorum: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const quorum = await runQuorum(plan.iterations, plan.warmup);
 
+  log(
+    `8 dynamodb: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up, ${plan.failTrials} takeovers`,
+  );
+  const dynamodb = await runDynamoDB(plan.iterations, plan.warmup, plan.failTrials);
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -162,6 +169,7 @@ try {
     contention,
     coldStart,
     quorum,
+    dynamodb,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

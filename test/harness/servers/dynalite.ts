@@ -16,6 +16,8 @@ export const DYNALITE_REGION = "us-east-1";
 export interface DynaliteServer {
   /** `http://127.0.0.1:<port>`. */
   endpoint: string;
+  /** The HTTP server, for counting requests. */
+  server: Server;
   stop(): Promise<void>;
 }
 
@@ -29,6 +31,7 @@ export async function startDynalite(opts: { createTableMs?: number } = {}): Prom
   const endpoint = await listenLoopback(server);
   return {
     endpoint,
+    server,
     stop: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections?.();
