@@ -251,6 +251,41 @@ describe("dynamodb errors (fetch doubles: dynalite accepts any signature and nev
     });
   });
 
+  it("a proxy page or a network error quoting the request shows neither signature, key nor session token", async () => {
+    const sessionToken = "IQoJb3JpZ2luX2VjEXAMPLE-echoed-session-token";
+    registerSecret(sessionToken);
+    const headersOf = (init: Parameters<FetchLike>[1]) => JSON.stringify(init.headers);
+    const withSession = (fetch: FetchLike) =>
+      dynamodb({
+        table,
+        region,
+        endpoint,
+        fetch,
+        credentials: { accessKeyId: "AKIAWRONG", secretAccessKey: secret, sessionToken },
+      });
+    // A body is quoted up to 80 characters: one page per thing it could echo.
+    const echo = (what: (init: Parameters<FetchLike>[1]) => string) =>
+      withSession(async (_url, init) => new Response(`${what(init)} bad gateway`, { status: 502 }))
+        .inspect("x")
+        .catch((e: unknown) => e);
+    const pages = [
+      await echo((init) => init.headers.authorization?.split("Signature=")[1] ?? ""),
+      await echo((init) => init.headers["x-amz-security-token"] ?? ""),
+      await echo(() => secret),
+    ];
+    const network = await withSession(async (_url, init) => {
+      throw new TypeError(`fetch failed: ${headersOf(init)}`);
+    })
+      .inspect("x")
+      .catch((e: unknown) => e);
+    for (const error of [...pages, network]) {
+      expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: true });
+      checkNoSecrets(error);
+      // The signature alone: 64 hex digits.
+      expect(String((error as Error).message) + String((error as Error).cause)).not.toMatch(/[0-9a-f]{64}/);
+    }
+  });
+
   it("a reply that is not JSON is retryable", async () => {
     expect(await failure(async () => new Response("<html>proxy</html>", { status: 502 }))).toMatchObject({
       retryable: true,
