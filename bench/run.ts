@@ -12,6 +12,7 @@
 //   8 deno kv       bench/denokv.ts: against the same KV calls by hand; crash takeover
 //   9 cloudflare    bench/cloudflare.ts, in a child process (node): the Durable Object's route
 //                   beside Upstash (its failover, handoff, contention and size rows are in 3-5)
+//  10 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -20,6 +21,7 @@ import type { CloudflareResult, CloudflareTargets } from "./cloudflare.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
 import { runDenoKv } from "./denokv.ts";
+import { runDynamoDB } from "./dynamodb.ts";
 import { runFailover } from "./failover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
 import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
@@ -181,6 +183,11 @@ try {
     "bench/cloudflare.ts",
   );
 
+  log(
+    `10 dynamodb: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up, ${plan.failTrials} takeovers`,
+  );
+  const dynamodb = await runDynamoDB(plan.iterations, plan.warmup, plan.failTrials);
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -195,6 +202,7 @@ try {
     quorum,
     denoKv,
     cloudflare,
+    dynamodb,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

@@ -34,6 +34,7 @@ const ADAPTERS = {
     stem: "cloudflare",
     factory: "durableObject",
   },
+  "./dynamodb": { markers: [/DynamoDB_20120810/, /aws4_request/], stem: "dynamodb", factory: "dynamodb" },
 };
 const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
 

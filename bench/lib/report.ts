@@ -4,6 +4,7 @@ import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
 import type { DenoKvResult } from "../denokv.ts";
+import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
 import type { QuorumRow } from "../quorum.ts";
@@ -35,6 +36,8 @@ export interface Results {
   denoKv?: DenoKvResult;
   /** The Durable Object's route beside Upstash (absent in results written before it existed). */
   cloudflare?: CloudflareResult;
+  /** Absent in results.json files from before the DynamoDB backend existed. */
+  dynamodb?: DynamoDBResult;
   seconds: number;
   targets?: Target[];
 }
@@ -420,6 +423,30 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(
       "",
       "The handoff from a release to the next waiter's lease is the *graceful-release* row of section 4: the cloudflare waiter's request is held open by the object and answered with the lease when the release arrives (about one round trip), where the memory and upstash waiters find the lock free at their next poll (up to one retryDelay).",
+      "",
+    );
+  }
+  if (res.dynamodb) {
+    const d = res.dynamodb;
+    const ops = ["acquire", "renew", "release", "refused acquire"] as const;
+    out.push("## 10. DynamoDB", "");
+    out.push(
+      "`leasehold/dynamodb` (fetch, SigV4 with WebCrypto) against the AWS SDK's `DynamoDBClient` sending the same requests (the same `UpdateItem` and `GetItem`, expressions and all) to dynalite in the bench's parent process; the clients run interleaved in a child process on node. ms, median / p90 / p99; ×: leasehold's median against the SDK's. Requests: what dynalite received per operation. A refused acquire reads the holder's item with one more `GetItem` because dynalite ignores `ReturnValuesOnConditionCheckFailure`; AWS sends the item back with the failed condition, one request.",
+      "",
+      "| operation | leasehold | AWS SDK | × | requests (leasehold / SDK) |",
+      "|---|---|---|---|---|",
+    );
+    for (const op of ops) {
+      const l = d.latency.leasehold[op];
+      const a = d.latency["aws-sdk"][op];
+      out.push(
+        `| ${op} | ${sum3(l)} | ${sum3(a)} | ${times(l.median / a.median)} | ${d.requests.leasehold[op]} / ${d.requests["aws-sdk"][op]} |`,
+      );
+    }
+    const t = d.takeover;
+    out.push(
+      "",
+      `Crash takeover by observed expiry (${t.afterFirstLook.n} trials, ttl ${t.ttl} ms): a holder writes once and dies; a contender's mutex takes the lock over ${ms(t.afterFirstLook.median)} / ${ms(t.afterFirstLook.p90)} ms (median / p90, max ${ms(t.afterFirstLook.max)}) after its first look at the lock, against the least it may wait, ttl + ceil(1 % ttl) + 2 ms = ${t.bound} ms; ${ms(t.afterCrash.median)} ms after the holder's write.`,
       "",
     );
   }

@@ -42,6 +42,10 @@ const HOLDER_PARTITION = 0.3;
 /** Whether a request body to the Upstash bridge is a renewal (only the holder sends those). */
 export const upstashRenewal = (body: string): boolean => body.includes("PEXPIRE") && !body.includes("INCR");
 
+/** Whether a request body to DynamoDB is a renewal: an UpdateItem that writes a new version and ttl only. */
+export const dynamodbRenewal = (body: string): boolean =>
+  body.includes('"UpdateExpression":"SET #v = :v, #t = :t"');
+
 /** Random faults on every request, plus partitions aimed at the holder through its renewals. */
 export function faultRule(seed: number, isRenewal: (body: string) => boolean = upstashRenewal): FaultRule {
   const base = randomRule({ seed, ...FAULTS });

@@ -6,7 +6,7 @@
 //   - console.* is patched to scan everything printed (errors with their causes and stacks);
 //   - unhandled rejections and uncaught exceptions are scanned too;
 //   - afterAll fails the file if any scanned text contains a secret.
-// Secrets: the injected Upstash token and Azure account key, everything registered through
+// Secrets: the injected Upstash token, Azure account key and DynamoDB secret access key, everything registered through
 // registerSecret() (tests that make up wrong tokens, SAS signatures, bearer tokens), and, without
 // registration, anything shaped like a SAS signature (`sig=...`), a bearer token, a JWT, an
 // `AccountKey=...`. (A SharedKey request signature is not treated as a secret: it authorizes only
@@ -132,11 +132,14 @@ export function secretStats(): Readonly<Registry["counts"]> & { secrets: number;
 }
 
 // The injected credentials (absent when a project runs without the global setups).
-for (const key of ["upstash", "azurite", "cloudflare"] as const) {
+for (const key of ["upstash", "azurite", "cloudflare", "dynamodb"] as const) {
   try {
-    const ctx = inject(key) as { token?: string; accountKey?: string } | undefined;
+    const ctx = inject(key) as
+      | { token?: string; accountKey?: string; credentials?: { secretAccessKey?: string } }
+      | undefined;
     if (ctx?.token) registerSecret(ctx.token);
     if (ctx?.accountKey) registerSecret(ctx.accountKey);
+    if (ctx?.credentials?.secretAccessKey) registerSecret(ctx.credentials.secretAccessKey);
   } catch {
     // not provided
   }

@@ -1,6 +1,6 @@
 // The smoke suite (test/harness/smoke/suite.ts) on every runtime leasehold supports, each one against the
-// real servers of the global setup (redis-server behind the Upstash bridge, Azurite, and the
-// LeaseholdLock Durable Object in workerd through its lockHandler route):
+// real servers of the global setup (redis-server behind the Upstash bridge, Azurite, the
+// LeaseholdLock Durable Object in workerd through its lockHandler route, and dynalite):
 // - Node 20 (the Node running vitest): built dist/ by package name, suite lowered by esbuild;
 // - Node 24 (test/harness/runtimes, installed by the test setup): built dist/, native `await using`;
 // - Bun (npm `bun`): built dist/ by package name, native TypeScript and `await using`;
@@ -25,6 +25,7 @@ const root = fileURLToPath(new URL("../../", import.meta.url));
 const upstash = inject("upstash");
 const azurite = inject("azurite");
 const cloudflare = inject("cloudflare");
+const ddb = inject("dynamodb");
 const run = Math.random().toString(36).slice(2, 8);
 
 const BUN = "node_modules/.bin/bun";
@@ -41,6 +42,11 @@ function smokeVars(runtime: string): Record<string, string> {
     AZURE_STORAGE_CONNECTION_STRING: azurite.connectionString,
     LEASEHOLD_DO_URL: cloudflare.url,
     LEASEHOLD_DO_TOKEN: cloudflare.token,
+    SMOKE_DYNAMODB_ENDPOINT: ddb.endpoint,
+    SMOKE_DYNAMODB_TABLE: "leasehold-smoke",
+    AWS_REGION: ddb.region,
+    AWS_ACCESS_KEY_ID: ddb.credentials.accessKeyId,
+    AWS_SECRET_ACCESS_KEY: ddb.credentials.secretAccessKey,
   };
 }
 

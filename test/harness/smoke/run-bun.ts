@@ -3,6 +3,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -12,7 +13,7 @@ const bun = (globalThis as { Bun?: { version: string } }).Bun;
 try {
   if (!bun) throw new Error("run-bun.ts must run on Bun");
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
     smokeEnv((n) => process.env[n]),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, bun: bun.version, suite: "native" })}`);

@@ -5,6 +5,7 @@
 import { createMutex, isLockError } from "jsr:@leasehold/leasehold";
 import { azureBlob } from "jsr:@leasehold/leasehold/azure-blob";
 import { durableObject } from "jsr:@leasehold/leasehold/cloudflare";
+import { dynamodb } from "jsr:@leasehold/leasehold/dynamodb";
 import { memory } from "jsr:@leasehold/leasehold/memory";
 import { quorum } from "jsr:@leasehold/leasehold/quorum";
 import { upstash } from "jsr:@leasehold/leasehold/upstash";
@@ -12,7 +13,7 @@ import { smoke, smokeEnv } from "./suite.ts";
 
 try {
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
     smokeEnv((n) => Deno.env.get(n)),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, deno: Deno.version.deno, suite: "native" })}`);

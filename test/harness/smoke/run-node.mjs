@@ -7,6 +7,7 @@ import { transform } from "esbuild";
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -24,7 +25,7 @@ const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toSt
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: nativeAwaitUsing(),

@@ -3,6 +3,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
@@ -13,7 +14,7 @@ if (!nativeAwaitUsing()) throw new Error(`Node ${process.versions.node} cannot p
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: true,

@@ -5,13 +5,14 @@
 // on the first failed check. Only erasable TypeScript here (Node 24 strips the types natively).
 //
 // What it checks, on memory, Upstash (through the test bridge), Azure (Azurite), a quorum of
-// three Upstash members (three key prefixes on the bridge) and the Cloudflare Durable Object
-// (through its lockHandler route, in workerd):
+// three Upstash members (three key prefixes on the bridge), the Cloudflare Durable Object
+// (through its lockHandler route, in workerd) and DynamoDB (dynalite; its table made with
+// createTable, by whichever runtime comes first):
 // - `await using` acquires and releases: the lease's signal aborts with ERR_LEASE_LOST at the
 //   end of the scope and the backend is free afterwards;
 // - exclusivity: while one mutex holds the lock, a second one's tryAcquire() gives null and
 //   holder() reports the first one's owner and token;
-// - expiry and takeover (memory, Upstash, quorum, Cloudflare; ttl 600 ms, renew: false): the holder's signal aborts
+// - expiry and takeover (memory, Upstash, quorum, Cloudflare, DynamoDB by observed expiry; ttl 600 ms, renew: false): the holder's signal aborts
 //   by itself, then the other mutex acquires with a greater fencing token, and releasing the
 //   lost lease does not free the new holder's lock;
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
@@ -19,12 +20,13 @@
 //   lease is released the other mutex takes over with a greater token.
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
 import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
+import type * as DynamoDBModule from "../../../src/backends/dynamodb/index.ts";
 import type * as MemoryModule from "../../../src/backends/memory.ts";
 import type * as QuorumModule from "../../../src/backends/quorum.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 
-/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`. */
+/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`, `/dynamodb`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
   isLockError: typeof Core.isLockError;
@@ -33,6 +35,7 @@ export interface SmokeLib {
   azureBlob: typeof AzureBlobModule.azureBlob;
   quorum: typeof QuorumModule.quorum;
   durableObject: typeof CloudflareModule.durableObject;
+  dynamodb: typeof DynamoDBModule.dynamodb;
 }
 
 /** Where the servers are. Runners read it from the environment with {@link smokeEnv}. */
@@ -45,6 +48,7 @@ export interface SmokeEnv {
   azure: { connectionString: string; container: string };
   /** The lockHandler route of the test worker (test/harness/setup/cloudflare.ts). */
   cloudflare: { url: string; token: string };
+  dynamodb: { endpoint: string; region: string; accessKeyId: string; secretAccessKey: string; table: string };
 }
 
 /** What {@link smoke} returns when every check passed. */
@@ -72,9 +76,12 @@ export const SMOKE_CHECKS: readonly string[] = [
   "cloudflare: await using acquires and releases",
   "cloudflare: exclusive between two mutexes",
   "cloudflare: expires and is taken over with a greater token",
+  "dynamodb: await using acquires and releases",
+  "dynamodb: exclusive between two mutexes",
+  "dynamodb: expires and is taken over with a greater token",
 ];
 
-/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, … */
+/** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, AWS_*, … */
 export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
   const need = (name: string): string => {
     const value = read(name);
@@ -90,6 +97,13 @@ export function smokeEnv(read: (name: string) => string | undefined): SmokeEnv {
       container: read("SMOKE_AZURE_CONTAINER") || "leasehold-smoke",
     },
     cloudflare: { url: need("LEASEHOLD_DO_URL"), token: need("LEASEHOLD_DO_TOKEN") },
+    dynamodb: {
+      endpoint: need("SMOKE_DYNAMODB_ENDPOINT"),
+      region: need("AWS_REGION"),
+      accessKeyId: need("AWS_ACCESS_KEY_ID"),
+      secretAccessKey: need("AWS_SECRET_ACCESS_KEY"),
+      table: read("SMOKE_DYNAMODB_TABLE") || "leasehold-smoke",
+    },
   };
 }
 
@@ -158,7 +172,10 @@ async function exclusive(
   pass(`${label}: await using acquires and releases`);
 }
 
-/** A short-ttl lease without renewal expires on its own and is taken over. */
+/**
+ * A short-ttl lease without renewal expires on its own and is taken over (on DynamoDB, a store
+ * without expiry, once the other mutex has seen its record unchanged for the ttl).
+ */
 async function expiry(lib: SmokeLib, backend: Backend, name: string, pass: (c: string) => void) {
   const { createMutex, isLockError } = lib;
   const label = backend.name;
@@ -235,6 +252,19 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     (async () => {
       await exclusive(lib, cf, name("x"), 5_000, pass);
       await expiry(lib, cf, name("e"), pass);
+    })(),
+    (async () => {
+      const d = env.dynamodb;
+      const ddb = lib.dynamodb({
+        table: d.table,
+        region: d.region,
+        endpoint: d.endpoint,
+        credentials: { accessKeyId: d.accessKeyId, secretAccessKey: d.secretAccessKey },
+        createTable: true,
+        prefix: "smoke:",
+      });
+      await exclusive(lib, ddb, name("x"), 5_000, pass);
+      await expiry(lib, ddb, name("e"), pass);
     })(),
     (async () => {
       await exclusive(lib, az, name("x"), 15_000, pass);

@@ -11,6 +11,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
+import { dynamodb } from "leasehold/dynamodb";
 import { memory } from "leasehold/memory";
 import { quorum } from "leasehold/quorum";
 import { fromEnv, upstash } from "leasehold/upstash";
@@ -93,7 +94,7 @@ export default {
     const { pathname } = new URL(request.url);
     if (pathname === "/smoke") {
       try {
-        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject };
+        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb };
         const result = await smoke(
           lib,
           smokeEnv((name) => env[name]),

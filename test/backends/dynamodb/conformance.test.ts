@@ -1,0 +1,16 @@
+// The backend conformance suite (with its observed-expiry checks) against the dynamodb backend
+// and dynalite, which test/harness/setup/dynamodb.ts starts.
+import { describe, inject, it } from "vitest";
+import { dynamodb } from "../../../src/backends/dynamodb/index.ts";
+import { testBackend } from "../../../src/testing.ts";
+
+const { endpoint, region, credentials, table } = inject("dynamodb");
+
+testBackend(
+  { describe, it },
+  {
+    backend: () => dynamodb({ table, region, credentials, endpoint }),
+    ttl: 500,
+    prefix: "conformance-dynamodb",
+  },
+);
