@@ -17,6 +17,6 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Most files wait on timers, servers and child processes rather than on the CPU: on a 2-core
     // machine vitest's default (one worker per core but one) would run them one after another.
-    maxWorkers: 3,
+    maxWorkers: 2,
   },
 });

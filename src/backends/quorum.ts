@@ -271,6 +271,16 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     });
   };
 
+  const raiseLate = (member: number, key: string, owner: string, nonce: string, token: number): void => {
+    members[member]!.raiseFence!({ key, owner, nonce, token, signal: AbortSignal.timeout(lateMs) }).catch(
+      (error: unknown) => {
+        try {
+          onMemberError?.(error, member);
+        } catch {}
+      },
+    );
+  };
+
   return {
     name: NAME,
     ...(ttlRange ? { ttlRange } : {}),
@@ -278,7 +288,10 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
       const grants: { member: number; token: number }[] = [];
       let granted = false;
+      let lateToken = 0;
+      // Gives back every grant, and from now on every grant that lands late.
       const release = (): void => {
+        granted = false;
         for (const g of grants) giveBack(g.member, key, nonce);
       };
       const outcome = await fanOut<AcquireResult, AcquireResult>(
@@ -291,7 +304,8 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
           if (last.ok && last.value.ok) grants.push({ member: last.member, token: last.value.token });
           if (grants.length >= q) {
             granted = true;
-            return { ok: true, token: Math.max(...grants.map((g) => g.token)) };
+            lateToken = Math.max(...grants.map((g) => g.token));
+            return { ok: true, token: lateToken };
           }
           if (grants.length + pending >= q) return undefined;
           // No quorum can grant it now. Held, when so many refused that no quorum is free; else
@@ -317,7 +331,12 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
         {
           // Grants that land after the decision: part of our lease when granted, else given back.
           late: (a) => {
-            if (a.ok && a.value.ok && !granted) giveBack(a.member, key, nonce);
+            if (!(a.ok && a.value.ok)) return;
+            if (!granted) return giveBack(a.member, key, nonce);
+            // Part of our lease, but its counter may lag: raise it too, in the background, so the
+            // members stay in step (the lease did not wait for it).
+            grants.push({ member: a.member, token: a.value.token });
+            if (a.value.token < lateToken) raiseLate(a.member, key, owner, nonce, lateToken);
           },
         },
       ).catch((error: unknown) => {

@@ -10,7 +10,7 @@ testBackend(
   { describe, it },
   {
     backend: () => dynamodb({ table, region, credentials, endpoint }),
-    ttl: 500,
+    ttl: 1_000,
     prefix: "conformance-dynamodb",
   },
 );
