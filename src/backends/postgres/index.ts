@@ -17,9 +17,9 @@
  * ```ts
  * import { createMutex } from "leasehold";
  * import { postgres } from "leasehold/postgres";
+ * import pg from "pg";
  *
- * declare const pool: { query: Function }; // new pg.Pool({ connectionString })
- *
+ * const pool = new pg.Pool({ connectionString: "postgres://app@localhost/app" });
  * await using lease = await createMutex(postgres(pool), { name: "nightly-report" }).acquire();
  * ```
  *
@@ -29,11 +29,10 @@ import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { abortable } from "../../signals.ts";
-import { redact, scrub } from "../shared/http.ts";
+import { cleaner, secretsIn } from "../shared/clients.ts";
 
 /** Any function: the drivers' own signatures are many and overloaded. */
-// biome-ignore lint/complexity/noBannedTypes: any method of the driver's, whatever its signature
-type Method = Function;
+type Method = (...args: never) => unknown;
 
 /**
  * The clients {@link postgres} accepts, by the method it uses:
@@ -117,26 +116,16 @@ function shapeOf(client: unknown): Query | null {
 /** The passwords and connection strings a driver's options hold, to keep them out of messages. */
 function secretsOf(client: object): string[] {
   const c = client as Record<string, Record<string, unknown> | undefined>;
-  const found: unknown[] = [
-    c.options?.password,
-    c.options?.pass,
-    c.connectionParameters?.password,
-    (client as { password?: unknown }).password,
-  ];
-  for (const url of [c.options?.connectionString, c.options?.url]) {
-    if (typeof url !== "string") continue;
-    found.push(url);
-    try {
-      found.push(decodeURIComponent(new URL(url).password));
-    } catch {
-      // not a URL: the string itself is redacted
-    }
-  }
-  return found.filter((s): s is string => typeof s === "string" && s !== "");
+  return secretsIn(
+    [
+      c.options?.password,
+      c.options?.pass,
+      c.connectionParameters?.password,
+      (client as { password?: unknown }).password,
+    ],
+    [c.options?.connectionString, c.options?.url],
+  );
 }
-
-/** A URL's user and password, wherever a message quotes one. */
-const USERINFO = /([a-z][a-z0-9+.-]*:\/\/)[^/\s@]*@/gi;
 
 /** The SQLSTATE of a driver's error: `code` (pg, postgres.js) or `errno` (Bun). */
 function sqlState(error: unknown): string | undefined {
@@ -163,9 +152,9 @@ const TRANSIENT = /^(08|53|57P0[1-4]|40001|40P01|55P03|58)/;
  * ```ts
  * import { createMutex } from "leasehold";
  * import { postgres } from "leasehold/postgres";
+ * import postgresJs from "postgres";
  *
- * declare const sql: { unsafe: Function }; // postgres(url) from postgres.js
- *
+ * const sql = postgresJs("postgres://app@localhost/app");
  * const mutex = createMutex(postgres(sql, { schema: "app", createTable: true }), { name: "nightly-report" });
  * ```
  */
@@ -187,8 +176,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   check(typeof createTable === "boolean", `[${NAME}]`, "option createTable must be a boolean");
   const qualified = (schema === undefined ? "" : `"${schema}".`) + `"${table}"`;
   const sql = statements(qualified);
-  const secrets = secretsOf(client);
-  const clean = (text: string) => redact(text, secrets).replace(USERINFO, "$1[redacted]@");
+  const { clean, cause } = cleaner(secretsOf(client));
 
   /** The BackendError for whatever the driver threw. */
   function failure(error: unknown): BackendError {
@@ -200,7 +188,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       return new BackendError(
         `the lock table ${qualified} does not exist (${message}): create it with the migration SQL in ` +
           "leasehold's README (section PostgreSQL), or pass createTable: true",
-        { backend: NAME, retryable: false, cause: scrub(error, secrets) },
+        { backend: NAME, retryable: false, cause: cause(error) },
       );
     }
     return new BackendError(detail, {
@@ -208,7 +196,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       // No SQLSTATE: the connection failed, closed or timed out, which may work again.
       retryable: state === undefined || TRANSIENT.test(state),
       auth,
-      cause: scrub(error, secrets),
+      cause: cause(error),
     });
   }
 

@@ -20,11 +20,11 @@
  *
  * @example With ioredis
  * ```ts
+ * import Redis from "ioredis";
  * import { createMutex } from "leasehold";
  * import { redis } from "leasehold/redis";
  *
- * declare const client: { call: Function; eval: Function; evalsha: Function }; // new Redis(url) from ioredis
- *
+ * const client = new Redis("redis://localhost:6379");
  * await using lease = await createMutex(redis(client), { name: "nightly-report" }).acquire();
  * ```
  *
@@ -34,12 +34,11 @@ import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { abortable } from "../../signals.ts";
-import { redact, scrub } from "../shared/http.ts";
+import { cleaner, secretsIn } from "../shared/clients.ts";
 import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
 
 /** Any function: the clients' own signatures are many and overloaded. */
-// biome-ignore lint/complexity/noBannedTypes: any method of the client's, whatever its signature
-type Method = Function;
+type Method = (...args: never) => unknown;
 
 /**
  * The clients {@link redis} accepts, by the methods it uses:
@@ -100,22 +99,12 @@ function shapeOf(client: unknown): Evaluate | null {
   return null;
 }
 
-/** The passwords a client's options hold (ioredis, node-redis), to keep them out of messages. */
+/** The password and URL a client's options hold (ioredis, node-redis), to keep them out of messages. */
 function secretsOf(client: object): string[] {
   const options = (client as { options?: Record<string, unknown> }).options;
-  const found: unknown[] = [options?.password, (options?.redisOptions as { password?: unknown })?.password];
-  if (typeof options?.url === "string") {
-    try {
-      found.push(decodeURIComponent(new URL(options.url).password));
-    } catch {
-      // not a URL: nothing to find
-    }
-  }
-  return found.filter((s): s is string => typeof s === "string" && s !== "");
+  const cluster = options?.redisOptions as { password?: unknown } | undefined;
+  return secretsIn([options?.password, cluster?.password], [options?.url]);
 }
-
-/** A URL's user and password, wherever a message quotes one. */
-const USERINFO = /([a-z][a-z0-9+.-]*:\/\/)[^/\s@]*@/gi;
 
 // Redis' own transient states: another try may succeed (a failover, a resharding, a busy script).
 const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
@@ -139,9 +128,9 @@ const hex = (bytes: ArrayBuffer) =>
  * ```ts
  * import { createMutex } from "leasehold";
  * import { redis } from "leasehold/redis";
+ * import { createClient } from "redis";
  *
- * declare const client: { evalSha: Function; eval: Function; sendCommand: Function }; // await createClient({ url }).connect()
- *
+ * const client = await createClient({ url: "redis://localhost:6379" }).connect();
  * const mutex = createMutex(redis(client, { prefix: "app1:" }), { name: "nightly-report" });
  * ```
  */
@@ -151,8 +140,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
   const evaluate: Evaluate = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
   const { prefix = "leasehold:" } = options ?? {};
   check(typeof prefix === "string", `[${NAME}]`, "option prefix must be a string");
-  const secrets = secretsOf(client);
-  const clean = (text: string) => redact(text, secrets).replace(USERINFO, "$1[redacted]@");
+  const { clean, cause } = cleaner(secretsOf(client));
 
   /** The BackendError for whatever the client threw. */
   function failure(error: unknown): BackendError {
@@ -164,7 +152,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
       // A connection that failed, closed or timed out may work again; a refused command will not.
       retryable: !auth && (!reply || TRANSIENT.test(message)),
       auth,
-      cause: scrub(error, secrets),
+      cause: cause(error),
     });
   }
 

@@ -21,8 +21,12 @@ export interface PostgresServer {
   readonly url: string;
   /** The server's major version, such as "15". */
   readonly version: string;
-  /** Stops the server (fast shutdown, SIGKILL after 10 s); it can be started again with `start`. */
-  halt(): Promise<void>;
+  /**
+   * Stops the server, by default with a fast shutdown (SIGINT); `"immediate"` (SIGQUIT) stops it
+   * as a crash does, and the next start recovers from the WAL. SIGKILL after 10 s. It can be
+   * started again with `start`.
+   */
+  halt(mode?: "fast" | "immediate"): Promise<void>;
   /** Starts the stopped server again on the same port and data dir. */
   start(): Promise<void>;
   /** Stops the server for good and removes its data dir. Idempotent. */
@@ -164,11 +168,11 @@ export async function startPostgres(): Promise<PostgresServer> {
       throw new Error(`${(error as Error).message}: ${log.join("").slice(-2_000)}`);
     }
   };
-  const halt = async () => {
+  const halt = async (mode: "fast" | "immediate" = "fast") => {
     const c = child;
     if (!c || c.exitCode !== null || c.signalCode !== null) return;
     const exited = new Promise<void>((r) => c.once("exit", () => r()));
-    c.kill("SIGINT"); // fast shutdown
+    c.kill(mode === "fast" ? "SIGINT" : "SIGQUIT");
     const timer = setTimeout(() => c.kill("SIGKILL"), 10_000);
     await exited;
     clearTimeout(timer);
@@ -176,7 +180,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   let stopped: Promise<void> | undefined;
   const stop = () => {
     stopped ??= (async () => {
-      await halt();
+      await halt("fast");
       process.off("exit", killOnExit);
       rmSync(dir, { recursive: true, force: true });
     })();

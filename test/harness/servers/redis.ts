@@ -5,7 +5,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connectResp } from "./resp.ts";
+import { connectResp, RedisReplyError } from "./resp.ts";
 
 /** A running redis-server. */
 export interface RedisServer {
@@ -63,6 +63,8 @@ async function waitForPing(socket: string, child: ChildProcess, deadline: number
       try {
         const reply = await conn.send(["PING"]);
         if (reply && typeof reply === "object" && "text" in reply && reply.text === "PONG") return;
+        // With --requirepass it answers, but only NOAUTH: up all the same.
+        if (reply instanceof RedisReplyError && reply.message.startsWith("NOAUTH")) return;
       } finally {
         conn.close();
       }
