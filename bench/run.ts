@@ -8,10 +8,13 @@
 //   4 failover      bench/failover.ts
 //   5 contention    bench/contention.ts
 //   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
+//   7 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
+//                   postgres() vs a pg advisory lock on one pg Pool
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runClients } from "./clients.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
 import { runFailover } from "./failover.ts";
@@ -145,6 +148,13 @@ try {
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
 
+  log(`7 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const clients = await runClients(
+    { redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
+    plan.iterations,
+    plan.warmup,
+  );
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -156,6 +166,7 @@ try {
     failover,
     contention,
     coldStart,
+    clients,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

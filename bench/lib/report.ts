@@ -1,5 +1,6 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
+import type { ClientsResult } from "../clients.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
 import type { FailoverSeries } from "../failover.ts";
@@ -27,6 +28,8 @@ export interface Results {
   failover: FailoverSeries[];
   contention: ContentionResult[];
   coldStart: ColdStartSeries[];
+  /** Item 7 (bench/clients.ts); absent from runs before it existed. */
+  clients?: ClientsResult;
   seconds: number;
   targets?: Target[];
 }
@@ -100,6 +103,16 @@ export function evaluateTargets(res: Results): Target[] {
       target: `${row.label} ≤ 4 KiB min+gzip`,
       result: `${row.gzip} B (${kb(row.gzip)})`,
       met: row.gzip <= BUDGET,
+    });
+  }
+  if (res.clients) {
+    const r = res.clients.series.redis;
+    const vs = OPS.map((op) => [op, r.leasehold![op].median / r.redlock![op].median] as const);
+    t.push({
+      id: "clients-redlock",
+      target: "redis() on ioredis at least as fast as redlock v5 on the same client, per operation (median)",
+      result: vs.map(([op, x]) => `${op} ${times(x)}`).join(", "),
+      met: vs.every(([, x]) => x <= 1),
     });
   }
   for (const f of res.failover) {
@@ -321,6 +334,42 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     );
   }
   out.push("");
+  if (res.clients) out.push(clientsSection(res.clients));
+  return out.join("\n");
+}
+
+function clientsSection(c: ClientsResult): string {
+  const out = ["## 7. Own clients: redis() and postgres()", ""];
+  out.push(
+    `The backends over a client the app already has, against the usual alternatives on the very same client (${Object.entries(
+      c.versions,
+    )
+      .map(([k, v]) => `${k} ${v}`)
+      .join(", ")}), in the bench's process, servers on loopback TCP. ` +
+      "**leasehold**: `createMutex(redis(client))` / `createMutex(postgres(pool))`, `tryAcquire()`, `lease.renew()`, `lease.release()`. **backend alone**: the adapter's methods without the core. " +
+      "**redlock**: v5 on `[client]` (`acquire` / `extend` / `release`, retryCount 0). **redis-semaphore**: its `Mutex` (`tryAcquire` / its refresh / `release`, refreshInterval 0). " +
+      "**advisory**: a hand-written session advisory lock on the same pg Pool: acquire = check out a connection and `pg_try_advisory_lock`; renew = `SELECT 1` on the held connection (an advisory lock has no expiry to extend; this is the liveness check a careful holder runs); release = `pg_advisory_unlock` and return the connection. " +
+      "redlock, redis-semaphore and advisory locks hand out no fencing token. " +
+      `${c.iterations} interleaved iterations after ${c.warmup} warm-up; ms, median / p90 / p99.`,
+    "",
+  );
+  for (const b of ["redis", "postgres"] as const) {
+    const s = c.series[b];
+    const names = Object.keys(s);
+    out.push(
+      `**${b}**`,
+      "",
+      `| op | ${names.join(" | ")} | leasehold vs ${names.filter((n) => n !== "leasehold" && n !== "backend").join(", vs ")} |`,
+      `|---|${names.map(() => "---|").join("")}---|`,
+    );
+    for (const op of OPS) {
+      const others = names.filter((n) => n !== "leasehold" && n !== "backend");
+      out.push(
+        `| ${op} | ${names.map((n) => sum3(s[n]![op])).join(" | ")} | ${others.map((n) => times(s.leasehold![op].median / s[n]![op].median)).join(", ")} |`,
+      );
+    }
+    out.push("");
+  }
   return out.join("\n");
 }
 
