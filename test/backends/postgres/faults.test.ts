@@ -1,6 +1,7 @@
 // The postgres backend against faults of real PostgreSQL servers: a restart like a failover (an
 // immediate shutdown, recovered from the WAL) on a server of this file's own, a wrong password,
 // a missing table; and what it refuses as a client or option.
+import { readFileSync } from "node:fs";
 import pg from "pg";
 import postgresJs from "postgres";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
@@ -129,6 +130,22 @@ describe("errors", () => {
     const { rows } = await client.query(`SELECT name, fence::int AS fence FROM "${schema}"."Locks"`);
     expect(rows).toEqual([{ name: "quoted", fence: lease.token }]);
     await lease.release();
+  });
+
+  it("the README's migration SQL makes a table the backend works with (createTable off)", async () => {
+    const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8");
+    const migration = /```sql\n\s*(CREATE TABLE IF NOT EXISTS leasehold_locks[\s\S]*?)```/.exec(readme)?.[1];
+    expect(migration, "README: a ```sql block creating leasehold_locks").toBeDefined();
+    const client = pool();
+    const schema = `m_${crypto.randomUUID().slice(0, 8)}`;
+    await client.query(`CREATE SCHEMA "${schema}"`);
+    closers.unshift(() => client.query(`DROP SCHEMA "${schema}" CASCADE`));
+    await client.query(migration!.replace("leasehold_locks", `"${schema}".leasehold_locks`));
+    const mutex = createMutex(postgres(client, { schema }), { name: "migrated", ttl: 1_000, owner: "m" });
+    const lease = await mutex.acquire({ timeout: 5_000 });
+    expect(await mutex.holder()).toEqual({ owner: "m", token: lease.token });
+    await lease.release();
+    expect((await mutex.acquire({ timeout: 5_000 })).token).toBeGreaterThan(lease.token);
   });
 
   it("an unrecognised client or a bad table or schema name is a TypeError", () => {
