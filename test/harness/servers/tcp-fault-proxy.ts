@@ -2,7 +2,8 @@
 // postgres): it sits between the client and the server and, per chunk of data, delays it, resets
 // both connections (TCP RST), or partitions the connection (nothing passes either way for a
 // while, then everything queued passes in order). Faults are seeded-random; each one injected is
-// counted by kind. `stop()` closes the listener and destroys every socket.
+// counted by kind. `partition()` and `heal()` do the same to every connection by hand.
+// `stop()` closes the listener and destroys every socket.
 import { createServer, type Socket, connect as tcpConnect } from "node:net";
 import { seededRandom } from "./fault-proxy.ts";
 import { listenLoopback } from "./listen.ts";
@@ -24,6 +25,10 @@ export interface TcpFaultProxy {
   readonly port: number;
   /** Turns the faults on (or off with `undefined`); connections pass untouched by default. */
   setFaults(faults: TcpFaults | undefined): void;
+  /** Holds every byte either way, on every connection, until `heal()`. */
+  partition(): void;
+  /** Lets everything held by `partition()` pass, in order. */
+  heal(): void;
   /** Faults injected so far, by kind. */
   counts(): Record<TcpFaultKind, number>;
   stop(): Promise<void>;
@@ -35,6 +40,7 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
   const counts: Record<TcpFaultKind, number> = { delay: 0, reset: 0, partition: 0 };
   let faults: TcpFaults | undefined;
   let rnd = Math.random;
+  let gate: { promise: Promise<void>; open: () => void } | undefined;
   const server = createServer((client) => {
     const upstream = tcpConnect({ host: "127.0.0.1", port: targetPort });
     for (const s of [client, upstream]) {
@@ -72,6 +78,7 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
         chain = chain.then(async () => {
           const wait = Math.max(delay, pausedUntil - Date.now());
           if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+          if (gate) await gate.promise;
           if (!to.destroyed) to.write(chunk);
         });
       });
@@ -86,8 +93,21 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
       faults = next;
       if (next) rnd = seededRandom(next.seed);
     },
+    partition() {
+      if (gate) return;
+      let open = () => {};
+      const promise = new Promise<void>((r) => {
+        open = r;
+      });
+      gate = { promise, open };
+    },
+    heal() {
+      gate?.open();
+      gate = undefined;
+    },
     counts: () => ({ ...counts }),
     async stop() {
+      gate?.open();
       for (const s of sockets) s.destroy();
       await new Promise((r) => server.close(r));
     },
