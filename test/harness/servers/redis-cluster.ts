@@ -32,15 +32,26 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     await Promise.all(nodes.map((n) => n.stop()));
   };
   try {
-    for (let i = 0; i < 3; i++) {
-      const [port, bus] = [await freePort(), await freePort()];
-      nodes.push(
-        await startRedis({
-          port,
-          args: ["--cluster-enabled", "yes", "--cluster-port", String(bus), "--cluster-node-timeout", "5000"],
+    const ports6 = [];
+    for (let i = 0; i < 6; i++) ports6.push(await freePort());
+    const started = await Promise.allSettled(
+      [0, 1, 2].map((i) =>
+        startRedis({
+          port: ports6[2 * i]!,
+          args: [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-port",
+            String(ports6[2 * i + 1]),
+            "--cluster-node-timeout",
+            "5000",
+          ],
         }),
-      );
-    }
+      ),
+    );
+    for (const r of started) if (r.status === "fulfilled") nodes.push(r.value);
+    const failed = started.find((r) => r.status === "rejected");
+    if (failed) throw (failed as PromiseRejectedResult).reason;
     const ports = nodes.map((n) => n.port);
     const ranges = [
       [0, 5460],
@@ -59,7 +70,8 @@ export async function startRedisCluster(): Promise<RedisCluster> {
       const bus = /,?(\d+)$/.exec(buses[i]!)?.[1];
       await command(ports[0]!, ["CLUSTER", "MEET", "127.0.0.1", String(ports[i]), bus!]);
     }
-    const deadline = Date.now() + 20_000;
+    const t0 = Date.now();
+    const deadline = t0 + 20_000;
     for (;;) {
       const infos = await Promise.all(ports.map((p) => command(p, ["CLUSTER", "INFO"])));
       if (infos.every((info) => String(info).includes("cluster_state:ok"))) break;
