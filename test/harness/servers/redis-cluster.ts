@@ -32,7 +32,7 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     await Promise.all(nodes.map((n) => n.stop()));
   };
   try {
-    const ports6 = [];
+    const ports6: number[] = [];
     for (let i = 0; i < 6; i++) ports6.push(await freePort());
     const started = await Promise.allSettled(
       [0, 1, 2].map((i) =>
