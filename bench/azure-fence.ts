@@ -16,7 +16,11 @@ let requests = 0;
 
 async function req(method: string, url: string, headers: Record<string, string>): Promise<Response> {
   requests++;
-  const a = await auth.authorize(method, url, { ...headers, "x-ms-version": "2024-11-04" });
+  const a = await auth.authorize(method, url, {
+    ...headers,
+    "x-ms-date": new Date().toUTCString(),
+    "x-ms-version": "2024-11-04",
+  });
   const res = await fetch(a.url, { method, headers: a.headers });
   await res.arrayBuffer();
   if (res.status >= 300)

@@ -7,7 +7,7 @@
 import type { Backend } from "../src/backend.ts";
 import { memory } from "../src/backends/memory.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
-import { createMutex } from "../src/index.ts";
+import { createElection, createMutex } from "../src/index.ts";
 import { type Summary, sleep, summarize } from "./lib/stats.ts";
 
 export interface FailoverSeries {
@@ -92,7 +92,7 @@ async function leadTrial(make: Make, ttl: number, retryDelay: number): Promise<n
     new Promise<void>((r) => s.addEventListener("abort", () => r(), { once: true }));
   let leading!: () => void;
   const led = new Promise<void>((r) => (leading = r));
-  const holderLoop = holder.lead(
+  const holderLoop = createElection(holder).lead(
     async (signal) => {
       leading();
       await untilAborted(signal);
@@ -102,7 +102,7 @@ async function leadTrial(make: Make, ttl: number, retryDelay: number): Promise<n
   await led;
   let tookOver!: (at: number) => void;
   const took = new Promise<number>((r) => (tookOver = r));
-  const followerLoop = follower.lead(
+  const followerLoop = createElection(follower).lead(
     async (signal) => {
       tookOver(performance.now());
       await untilAborted(signal);

@@ -199,7 +199,10 @@ function signers(accountName: string, accountKey: string): Record<string, Signer
   const auth = sharedKeyAuth(accountName, accountKey);
   const out: Record<string, Signer> = {
     "floor, signed per send (WebCrypto, leasehold's signing)": async (r) => {
-      const a = await auth.authorize(r.method, r.url, unsigned(r));
+      const a = await auth.authorize(r.method, r.url, {
+        ...unsigned(r),
+        "x-ms-date": new Date().toUTCString(),
+      });
       return { ...r, url: a.url, headers: a.headers };
     },
   };
@@ -354,7 +357,7 @@ async function costs(t: Targets): Promise<Record<string, Summary>> {
   const auth = sharedKeyAuth(accountName, accountKey);
   const out: Record<string, Summary> = {
     "SharedKey signing, WebCrypto (leasehold's authorize)": await cost(() =>
-      auth.authorize("PUT", url, headers),
+      auth.authorize("PUT", url, { ...headers, "x-ms-date": new Date().toUTCString() }),
     ),
   };
   type Hmac = (a: string, k: Uint8Array) => { update(s: string): { digest(e: "base64"): string } };

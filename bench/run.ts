@@ -8,7 +8,9 @@
 //   4 failover      bench/failover.ts
 //   5 contention    bench/contention.ts
 //   6 cold start    bench/coldstart.ts: node, Node 24, Bun, Deno
-//   7 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
+//   7 quorum        bench/quorum.ts: one database vs quorums of 3 and 5, one slow member
+//   8 deno kv       bench/denokv.ts: against the same KV calls by hand; crash takeover
+//   9 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
 //                   postgres() vs a pg advisory lock on one pg Pool
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -17,12 +19,14 @@ import { join } from "node:path";
 import { runClients } from "./clients.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
+import { runDenoKv } from "./denokv.ts";
 import { runFailover } from "./failover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
 import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
+import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSize } from "./size.ts";
 
@@ -148,7 +152,13 @@ try {
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
 
-  log(`7 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  log(`7 quorum: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const quorum = await runQuorum(plan.iterations, plan.warmup);
+
+  log(`8 deno kv: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
+  const denoKv = await runDenoKv(plan.iterations, plan.warmup, plan.failTrials);
+
+  log(`9 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const clients = await runClients(
     { redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
     plan.iterations,
@@ -166,6 +176,8 @@ try {
     failover,
     contention,
     coldStart,
+    quorum,
+    denoKv,
     clients,
     seconds: Math.round((performance.now() - started) / 1000),
   };

@@ -2,7 +2,7 @@
 // minify, ESM, platform browser, target es2022; gzip level 9). Each entry is the minimal use
 // of a lock: create it, acquire, renew, release, so that tree-shaking keeps what a user ships.
 import { gzipSync } from "node:zlib";
-import { build, version as esbuildVersion, type Plugin } from "esbuild";
+import { build, version as esbuildVersion } from "esbuild";
 
 export interface SizeRow {
   id: string;
@@ -78,6 +78,15 @@ export async function cycle(client) {
 }`,
     node: { external: ["ioredis"] },
   },
+  election: {
+    label: "leasehold core + memory + election (createElection, lead)",
+    code: `
+import { createElection, createMutex } from "../src/index.ts";
+import { memory } from "../src/backends/memory.ts";
+export async function cycle(opts) {
+  await createElection(createMutex(memory(), { name: "job" })).lead(() => {}, opts);
+}`,
+  },
   "upstash-lock": {
     label: "@upstash/lock + @upstash/redis",
     code: `
@@ -99,37 +108,10 @@ export async function cycle(url) {
   },
 };
 
-/** Replaces src/election.ts with a stub: what the core would weigh without lead/watch/health. */
-const noElection: Plugin = {
-  name: "no-election",
-  setup(b) {
-    b.onLoad({ filter: /src[\\/]election\.ts$/ }, () => ({
-      loader: "ts",
-      contents:
-        "export function createElection() { return { lead() {}, watch() {}, health() {}, isLeader: false }; }",
-    }));
-  },
-};
-
 export async function runSize(): Promise<SizeResult> {
   const rows: SizeRow[] = [];
-  const variants: (Entry & { id: string; stub: boolean })[] = Object.entries(ENTRIES).map(([id, e]) => ({
-    id,
-    ...e,
-    stub: false,
-  }));
-  for (const id of ["upstash", "azure"]) {
-    const e = ENTRIES[id]!;
-    variants.push({
-      id: `${id}-no-election`,
-      label: `${e.label}, election.ts stubbed out (experiment)`,
-      code: e.code,
-      stub: true,
-    });
-  }
-  for (const { id, label, code, stub, node } of variants) {
+  for (const [id, { label, code, node }] of Object.entries(ENTRIES)) {
     const out = await build({
-      plugins: stub ? [noElection] : [],
       stdin: { contents: code, resolveDir: new URL(".", import.meta.url).pathname, loader: "ts" },
       bundle: true,
       minify: true,

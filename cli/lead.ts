@@ -1,6 +1,6 @@
 // leasehold lead: keep a command running while this process leads.
 import type { Backend } from "../src/backend.ts";
-import { isLockError } from "../src/index.ts";
+import { createElection, isLockError } from "../src/index.ts";
 import { aborted } from "../src/signals.ts";
 import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
@@ -25,7 +25,7 @@ export async function lead(o: Options, backend: Backend): Promise<number> {
   });
   const retrying = retryReporter(`campaigning for "${o.name}": the backend failed`);
   try {
-    await mutex.lead(
+    await createElection(mutex).lead(
       async (signal, lease) => {
         say(`leading "${o.name}" (token ${lease.token}): starting the command`);
         const command = supervise(o.argv, lease, grace, beat);

@@ -30,6 +30,8 @@ const ADAPTERS = {
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
   "./redis": { markers: [/"redis"/, /NOSCRIPT/], stem: "redis", factory: "redis" },
   "./postgres": { markers: [/"postgres"/, /ON CONFLICT/], stem: "postgres", factory: "postgres" },
+  "./quorum": { markers: [/"quorum"/, /a quorum is/], stem: "quorum", factory: "quorum" },
+  "./deno-kv": { markers: [/"deno-kv"/, /versionstamp/], stem: "deno-kv", factory: "denoKv" },
 };
 const BUDGET = 4096; // docs/DESIGN.md §7: core + one adapter ≤ 4 KB min+gzip (a target; reported, not enforced)
 

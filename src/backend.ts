@@ -15,6 +15,12 @@ export type AcquireResult =
       ok: false;
       /** ms until the current lease expires on the backend, when known. */
       retryAfter?: number;
+      /**
+       * A backend with `expiry: "observed"` must answer the version of the holder's record (any
+       * string that changes with every write of it) and the ttl the holder wrote it with.
+       */
+      version?: string;
+      ttl?: number;
     };
 
 /** The current holder of a lock as the backend sees it. Advisory: it may be stale when read. */
@@ -32,9 +38,19 @@ export interface Backend {
   /** Inclusive ttl bounds in ms; `createMutex` rejects a ttl outside them. */
   readonly ttlRange?: readonly [min: number, max: number];
   /**
+   * How a held lock expires. `"store"` (the default): the store expires it by itself, no earlier
+   * than `ttl` after it applied the write. `"observed"`: the store never expires it (Deno KV,
+   * DynamoDB); a refused acquire answers the holder's record `version` and `ttl`, and the core
+   * asks to take the lock over (`takeover`: that version) only once it has seen that version
+   * unchanged for the holder's ttl plus a margin on its own monotonic clock.
+   */
+  readonly expiry?: "store" | "observed";
+  /**
    * Takes the lock `key` for `ttl` ms when it is free (or expired), recording `nonce` as the
    * proof of ownership and `owner` for display, and returns a fencing token strictly greater
    * than every token handed out before for this key. When it is taken, answers `ok: false`.
+   * With `expiry: "observed"`, `takeover` is the holder's version the core saw unchanged long
+   * enough: take the lock if its record still has that version (a compare-and-set).
    */
   acquire(r: {
     key: string;
@@ -42,6 +58,7 @@ export interface Backend {
     nonce: string;
     ttl: number;
     signal?: AbortSignal;
+    takeover?: string;
   }): Promise<AcquireResult>;
   /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
   renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;
@@ -49,6 +66,20 @@ export interface Backend {
   release(r: { key: string; nonce: string; signal?: AbortSignal }): Promise<void>;
   /** The current holder, or null when the lock is free. */
   inspect(key: string, signal?: AbortSignal): Promise<HolderInfo | null>;
+  /**
+   * Optional; `leasehold/quorum` needs it. If `nonce` holds `key`, makes the lease's token
+   * `token` when that is greater (so `inspect` reports it) and the key's fence counter at least
+   * `token`, so that every later acquire answers a greater token; answers `true`. Answers `false`
+   * and changes nothing when `nonce` does not hold `key`. One request. `owner` is the holder's
+   * owner, for a backend that must write it again alongside the token.
+   */
+  raiseFence?(r: {
+    key: string;
+    owner: string;
+    nonce: string;
+    token: number;
+    signal?: AbortSignal;
+  }): Promise<boolean>;
 }
 
 /**

@@ -1,12 +1,14 @@
-// Leader election on a mutex: the lead loop, leadership changes, health.
+// Leader election over a mutex: the lead loop, leadership changes, health. Its own function, so an
+// app that only locks does not ship it.
 
 import type { Lease } from "./lease.ts";
-import { check, checkFunction, checkMs, checkSignal, optionsOf } from "./options.ts";
+import type { Mutex } from "./mutex.ts";
+import { check, checkFunction, checkMs, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { aborted, linkedSignal } from "./signals.ts";
 import { jitter, sleep, within } from "./time.ts";
 
 /**
- * A change in leadership, as {@link Mutex.watch} reports it.
+ * A change in leadership, as {@link Election.watch} reports it.
  * - `elected`: this mutex's `lead` loop became leader, with this token.
  * - `deposed`: this mutex's `lead` loop stopped leading (lost, task ended, or shutting down).
  * - `leader`: the holder seen on the backend changed (null: nobody). Advisory: read by polling,
@@ -17,7 +19,7 @@ export type LeadershipChange =
   | { type: "deposed"; owner: string; token: number; reason: unknown }
   | { type: "leader"; leader: { owner: string; token: number } | null };
 
-/** Options of {@link Mutex.lead}. */
+/** Options of {@link Election.lead}. */
 export interface LeadOptions {
   /** Stops the loop: the task's signal aborts, the lease is released, `lead` resolves. */
   signal?: AbortSignal;
@@ -37,7 +39,7 @@ export interface LeadOptions {
   stopTimeout?: number;
 }
 
-/** What {@link Mutex.health} reports. */
+/** What {@link Election.health} reports. */
 export interface Health {
   /**
    * false when this instance believes it leads but its local deadline has passed, or when its
@@ -52,7 +54,7 @@ export interface Health {
   reason?: string;
 }
 
-/** Options of {@link Mutex.watch}. */
+/** Options of {@link Election.watch}. */
 export interface WatchOptions {
   /** Ends the iteration. */
   signal?: AbortSignal;
@@ -60,25 +62,69 @@ export interface WatchOptions {
   interval?: number;
 }
 
-/** The election part of a mutex. @internal */
+/** Leader election on one {@link Mutex}. Create it with {@link createElection}. */
 export interface Election {
+  /**
+   * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
+   * the lease is lost or `options.signal` aborts, release when the task ends or the lease is
+   * lost, and, after a pause of about the mutex's `retryDelay` (so waiting followers get their
+   * turn), campaign again, until `options.signal` aborts. A task that throws is reported to
+   * `onError` and the loop goes on. Resolves only after the last task has settled and its lease
+   * is released.
+   */
   lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
-  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
-  health(): Health;
+  /** Whether this election's `lead` loop holds a lease whose signal has not aborted. */
   readonly isLeader: boolean;
+  /**
+   * This instance's view of its own leadership: unhealthy when it believes it leads but its
+   * local deadline has passed (a stalled event loop). Wire it to a liveness probe.
+   */
+  health(): Health;
+  /**
+   * An async iterator of leadership changes: this instance elected or deposed (exact; up to 1 024
+   * unread are kept), and the holder seen on the backend, polled every `interval` ms (advisory: it
+   * may be stale and may skip short terms). Ends when `options.signal` aborts or the loop breaks.
+   */
+  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 const report = (error: unknown): void => console.error("[leasehold] lead:", error);
 
-/** Builds the election loop on top of a mutex's acquire and holder. @internal */
-export function createElection(m: {
-  acquire(options: { signal?: AbortSignal; onError?: (error: unknown) => void }): Promise<Lease>;
-  holder(options: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
-  retryDelay: number;
-  stopMargin: number;
-}): Election {
+/**
+ * Leader election on `mutex`: every instance runs the same `lead` loop; one leads at a time, and
+ * a follower takes over within one ttl when the leader dies, or about one `retryDelay` after it
+ * stops. Create one election per mutex (its `isLeader`, `health()` and `watch()` report that
+ * election's own `lead` loop).
+ *
+ * @param mutex The lock to campaign for, from {@link createMutex}.
+ * @returns An {@link Election}. Creating it does no I/O.
+ * @throws {TypeError} When `mutex` is not a Mutex.
+ *
+ * @example Run a job on the leader only
+ * ```ts
+ * import { createElection, createMutex } from "leasehold";
+ * import { memory } from "leasehold/memory";
+ *
+ * declare function consume(signal: AbortSignal): Promise<void>; // your job
+ *
+ * const election = createElection(createMutex(memory(), { name: "billing-consumer" }));
+ * await election.lead((signal) => consume(signal), { signal: AbortSignal.timeout(60_000) });
+ * ```
+ */
+export function createElection(mutex: Mutex): Election {
+  const m = mutex;
+  check(
+    typeof m === "object" &&
+      m !== null &&
+      typeof m.acquire === "function" &&
+      typeof m.holder === "function" &&
+      isNumber(m.retryDelay) &&
+      isNumber(m.stopMargin),
+    "createElection:",
+    "mutex must be a Mutex from createMutex",
+  );
   const listeners = new Set<(change: LeadershipChange) => void>();
   const emit = (change: LeadershipChange): void => {
     for (const listener of listeners) listener(change);

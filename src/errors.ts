@@ -12,7 +12,7 @@ export type LockErrorCode =
  */
 export class LockError extends Error {
   /** A stable, machine-readable code. */
-  readonly code: LockErrorCode;
+  declare readonly code: LockErrorCode;
 
   constructor(message: string, options?: { code?: LockErrorCode; cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
@@ -58,11 +58,11 @@ export class LeaseLostError extends LockError {
  */
 export class BackendError extends LockError {
   /** The backend's name, such as `"upstash"` or `"azure-blob"`. */
-  readonly backend: string;
+  declare readonly backend: string;
   /** The HTTP status, when there was an HTTP answer. */
-  readonly status: number | undefined;
+  declare readonly status: number | undefined;
   /** Whether the same request may succeed if sent again. */
-  readonly retryable: boolean;
+  declare readonly retryable: boolean;
 
   constructor(
     message: string,

@@ -6,7 +6,14 @@
  * @module
  */
 export type { AcquireResult, Backend, FetchLike, HolderInfo } from "./backend.ts";
-export type { Health, LeadershipChange, LeadOptions, WatchOptions } from "./election.ts";
+export {
+  createElection,
+  type Election,
+  type Health,
+  type LeadershipChange,
+  type LeadOptions,
+  type WatchOptions,
+} from "./election.ts";
 export {
   BackendError,
   isLockError,

@@ -1,18 +1,11 @@
-// createMutex: tryAcquire, acquire with backoff, run, holder; the election members come from election.ts.
+// createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
 import type { Backend } from "./backend.ts";
-import {
-  createElection,
-  type Health,
-  type LeadershipChange,
-  type LeadOptions,
-  type WatchOptions,
-} from "./election.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
-import { linkedSignal, requestSignal } from "./signals.ts";
+import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { now, sleep } from "./time.ts";
-import { guardOf, quietBound, waitDelay } from "./timing.ts";
+import { guardOf, observedWait, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -65,10 +58,21 @@ export interface AcquireOptions {
   onError?: (error: unknown) => void;
 }
 
-/** A distributed mutex on one lock name. Create it with {@link createMutex}. */
+/**
+ * A distributed mutex on one lock name. Create it with {@link createMutex}; elect a leader on it
+ * with {@link createElection}.
+ */
 export interface Mutex {
   /** The lock name. */
   readonly name: string;
+  /** The lease duration in ms (the `ttl` option or its default). */
+  readonly ttl: number;
+  /** The identity `holder()` reports for this mutex's leases (the `owner` option or a random UUID). */
+  readonly owner: string;
+  /** The longest pause between acquire attempts, in ms (the `retryDelay` option or its default). */
+  readonly retryDelay: number;
+  /** How long before the lease could expire its signal aborts, in ms (`stopMargin` or its default). */
+  readonly stopMargin: number;
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
@@ -92,27 +96,6 @@ export interface Mutex {
    * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
    */
   holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
-  /**
-   * The election loop: campaign (wait for the lock), run `task` with a signal that aborts when
-   * the lease is lost or `options.signal` aborts, release when the task ends or the lease is
-   * lost, and, after a pause of about `retryDelay` (so waiting followers get their turn), campaign
-   * again, until `options.signal` aborts. A task that throws is reported to `onError` and the
-   * loop goes on. Resolves only after the last task has settled and its lease is released.
-   */
-  lead(task: (signal: AbortSignal, lease: Lease) => unknown, options?: LeadOptions): Promise<void>;
-  /** Whether this mutex's `lead` loop holds a lease whose signal has not aborted. */
-  readonly isLeader: boolean;
-  /**
-   * This instance's view of its own leadership: unhealthy when it believes it leads but its
-   * local deadline has passed (a stalled event loop). Wire it to a liveness probe.
-   */
-  health(): Health;
-  /**
-   * An async iterator of leadership changes: this instance elected or deposed (exact; up to 1 024
-   * unread are kept), and the holder seen on the backend, polled every `interval` ms (advisory: it
-   * may be stale and may skip short terms). Ends when `options.signal` aborts or the loop breaks.
-   */
-  watch(options?: WatchOptions): AsyncIterableIterator<LeadershipChange>;
 }
 
 /**
@@ -146,15 +129,28 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     releaseNonce(backend, name, nonce, ttl).catch(() => {});
   };
 
+  // Observed expiry (docs/DESIGN.md §14): the holder's record version this mutex saw, from when
+  // (read after the answer that showed it), and how long it must stay unchanged.
+  const observed = backend.expiry === "observed";
+  let seen: { version: string; since: number; wait: number } | undefined;
+
   /** One acquire request, bounded by the time after which its lease would be born dead. */
   const acquireOnce = async (signal?: AbortSignal): Promise<Lease | { retryAfter?: number }> => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
     const bounded = requestSignal(backendName, "acquire", limit, signal);
+    const request: Parameters<Backend["acquire"]>[0] = {
+      key: name,
+      owner,
+      nonce,
+      ttl,
+      signal: bounded.signal,
+    };
+    if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
     try {
-      result = await backend.acquire({ key: name, owner, nonce, ttl, signal: bounded.signal });
+      result = await backend.acquire(request);
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
       if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(nonce);
@@ -163,9 +159,21 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       bounded.done();
     }
     if (result?.ok !== true) {
+      if (observed) {
+        const { version, ttl: held } = result?.ok === false ? result : {};
+        if (typeof version !== "string" || !(isNumber(held) && held > 0)) {
+          throw new BackendError("acquire was refused without the holder's version and ttl", {
+            backend: backendName,
+            retryable: false,
+          });
+        }
+        if (seen?.version !== version) seen = { version, since: now(), wait: observedWait(held) };
+        return { retryAfter: Math.max(0, seen.since + seen.wait - now()) };
+      }
       const after = result?.ok === false ? result.retryAfter : undefined;
       return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
     }
+    seen = undefined;
     if (!Number.isSafeInteger(result.token)) {
       releaseInBackground(nonce);
       throw new BackendError("acquire answered without a valid fencing token", {
@@ -212,12 +220,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     let pending = false;
     const timedOut = () => {
       const silent = lastError === undefined && pending && !answered;
-      const cause = silent
-        ? new BackendError(`acquire got no answer within ${Math.round(now() - start)} ms`, {
-            backend: backendName,
-            retryable: true,
-          })
-        : lastError;
+      const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
       return new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause });
     };
     // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
@@ -261,10 +264,12 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       bounded.done();
     }
   };
-  const election = createElection({ acquire, holder, retryDelay, stopMargin });
-
   return {
     name,
+    ttl,
+    owner,
+    retryDelay,
+    stopMargin,
     async tryAcquire(options) {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
@@ -286,11 +291,5 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       return value;
     },
     holder,
-    lead: election.lead,
-    get isLeader() {
-      return election.isLeader;
-    },
-    health: election.health,
-    watch: election.watch,
   };
 }

@@ -51,11 +51,12 @@ export function requestSignal(
   ms: number,
   parent?: AbortSignal,
 ): { signal: AbortSignal; done: () => void } {
-  return linkedSignal(
-    [parent],
-    ms,
-    () => new BackendError(`${op} got no answer within ${Math.round(ms)} ms`, { backend, retryable: true }),
-  );
+  return linkedSignal([parent], ms, () => noAnswer(backend, op, ms));
+}
+
+/** The retryable error of a request `op` that got no answer within `ms`. */
+export function noAnswer(backend: string, op: string, ms: number): BackendError {
+  return new BackendError(`${op} got no answer within ${Math.round(ms)} ms`, { backend, retryable: true });
 }
 
 /**

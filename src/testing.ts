@@ -192,7 +192,20 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         assert(a.ok, "the first acquire failed on a free name");
         await sleep(ttl + 100);
         const second = crypto.randomUUID();
-        const b = await backend.acquire({ key: name, owner: "b", nonce: second, ttl });
+        let takeover: string | undefined;
+        if (backend.expiry === "observed") {
+          // No expiry of its own: a contender takes over the version it saw unchanged long enough.
+          const seen = await backend.acquire({ key: name, owner: "b", nonce: second, ttl });
+          assert(!seen.ok && typeof seen.version === "string", "a refusal did not carry the version");
+          takeover = seen.version;
+        }
+        const b = await backend.acquire({
+          key: name,
+          owner: "b",
+          nonce: second,
+          ttl,
+          ...(takeover ? { takeover } : {}),
+        });
         assert(b.ok, "acquire after the expiry failed");
         assert(b.token > a.token, "the takeover token is not greater");
         assert(
@@ -236,6 +249,121 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         const again = await make("c").tryAcquire();
         assert(again !== null, "another mutex could not acquire after the scope");
         await again.release();
+      },
+    },
+    {
+      name: "raiseFence, where offered: raises the holder's token and every later one, never lowers, only for the holder",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (backend.raiseFence === undefined) return; // an optional capability (leasehold/quorum)
+        const raise = (nonce: string, token: number) =>
+          backend.raiseFence!({ key: name, owner: "a", nonce, token });
+        const nonce = crypto.randomUUID();
+        const a = await backend.acquire({ key: name, owner: "a", nonce, ttl });
+        assert(a.ok, "the first acquire failed on a free name");
+        const high = a.token + 5;
+        assert(await raise(nonce, high), "raiseFence by the holder answered false");
+        const seen = await backend.inspect(name);
+        assert(
+          seen?.token === high && seen.owner === "a",
+          `inspect after raiseFence: ${JSON.stringify(seen)}`,
+        );
+        assert(await raise(nonce, a.token), "raiseFence to a lower token by the holder answered false");
+        assert((await backend.inspect(name))?.token === high, "raiseFence lowered the token");
+        assert(!(await raise(crypto.randomUUID(), high + 10)), "raiseFence by a non-holder answered true");
+        assert((await backend.inspect(name))?.token === high, "raiseFence by a non-holder changed the token");
+        assert(await backend.renew({ key: name, nonce, ttl }), "renew after raiseFence failed");
+        await backend.release({ key: name, nonce });
+        assert(!(await raise(nonce, high + 10)), "raiseFence after release answered true");
+        const next = crypto.randomUUID();
+        const b = await backend.acquire({ key: name, owner: "b", nonce: next, ttl });
+        assert(b.ok && b.token > high, `the next token ${b.ok && b.token} is not above the raised ${high}`);
+        await backend.release({ key: name, nonce: next });
+      },
+    },
+    {
+      name: "observed expiry, where declared: refusals carry the holder's version and ttl; a takeover succeeds only on the current version",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (backend.expiry !== "observed") return; // the store expires locks itself
+        const holder = crypto.randomUUID();
+        const a = await backend.acquire({ key: name, owner: "a", nonce: holder, ttl });
+        assert(a.ok, "the first acquire failed on a free name");
+        const refuse = () => backend.acquire({ key: name, owner: "b", nonce: crypto.randomUUID(), ttl });
+        const seen = await refuse();
+        assert(!seen.ok && typeof seen.version === "string", "a refusal did not carry the holder's version");
+        assert(seen.ttl === ttl, `a refusal carried ttl ${seen.ttl}, not the holder's ${ttl}`);
+        assert(!seen.ok && (await refuse()).ok === false, "a plain acquire took a held lock");
+        const again = await refuse();
+        assert(!again.ok && again.version === seen.version, "the version changed without a write");
+        assert(await backend.renew({ key: name, nonce: holder, ttl }), "the holder's renew failed");
+        const renewed = await refuse();
+        assert(!renewed.ok && renewed.version !== seen.version, "a renewal did not change the version");
+        const late = crypto.randomUUID();
+        const stale = await backend.acquire({
+          key: name,
+          owner: "b",
+          nonce: late,
+          ttl,
+          takeover: seen.version!,
+        });
+        assert(!stale.ok, "a takeover of a version the holder had renewed since succeeded");
+        const b = await backend.acquire({
+          key: name,
+          owner: "b",
+          nonce: late,
+          ttl,
+          takeover: renewed.version!,
+        });
+        assert(
+          b.ok && b.token > a.token,
+          "a takeover of the current version failed or its token is not greater",
+        );
+        assert(
+          !(await backend.renew({ key: name, nonce: holder, ttl })),
+          "the taken-over holder could renew",
+        );
+        await backend.release({ key: name, nonce: holder });
+        assert(
+          (await backend.inspect(name))?.owner === "b",
+          "the taken-over holder's release freed the lock",
+        );
+        await backend.release({ key: name, nonce: late });
+        const free = await backend.acquire({ key: name, owner: "c", nonce: crypto.randomUUID(), ttl });
+        assert(free.ok, "a released lock was not free at once");
+      },
+    },
+    {
+      name: "observed expiry, where declared: a renewing holder is never taken over; a silent one is, after its version stayed unchanged",
+      timeout: slow,
+      async run() {
+        const { backend, make } = await setup();
+        if (backend.expiry !== "observed") return; // the store expires locks itself
+        const holder = await make("a").acquire({ timeout: 10_000 });
+        const contender = make("b");
+        const waited = await contender.acquire({ timeout: ttl * 2.5 }).then(
+          (l) => l,
+          (e: unknown) => e,
+        );
+        assert(isLockError(waited) && waited.code === "ERR_LOCK_TIMEOUT", "a renewing holder was taken over");
+        assert(!holder.signal.aborted, "the renewing holder lost its lease");
+        await holder.release();
+        const quiet = await make("d", { renew: false }).acquire({ timeout: 10_000 });
+        const aborted = new Promise<number>((resolve) =>
+          quiet.signal.addEventListener("abort", () => resolve(performance.now()), { once: true }),
+        );
+        const started = performance.now();
+        const next = await contender.acquire({ timeout: ttl * 4 });
+        const tookOver = performance.now();
+        assert((await aborted) <= tookOver, "the silent holder's signal aborted after the takeover");
+        assert(
+          tookOver - started >= ttl,
+          `taken over ${Math.round(tookOver - started)} ms after the holder's write, before its ttl`,
+        );
+        assert(next.token > quiet.token, "the takeover token is not greater");
+        await next.release();
       },
     },
   ];

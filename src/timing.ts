@@ -45,3 +45,12 @@ export function waitDelay(failures: number, retryDelay: number): number {
 export function renewalRetryDelay(failures: number, ttl: number): number {
   return jitter(backoff(failures, ttl / 10), 0.1);
 }
+
+/**
+ * How long a contender must see a holder's record version unchanged before taking the lock over
+ * on a store without expiry (docs/DESIGN.md §14): the holder's ttl plus the clock-rate margin of
+ * the guard, ceil(1 % of ttl) + 2 ms. The holder's deadline lies at least that margin before.
+ */
+export function observedWait(ttl: number): number {
+  return ttl + guardOf(ttl, 0);
+}

@@ -3,8 +3,10 @@
 import type { ClientsResult } from "../clients.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
 import type { ContentionResult } from "../contention.ts";
+import type { DenoKvResult } from "../denokv.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
+import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { SizeResult } from "../size.ts";
 import type { Environment } from "./env.ts";
@@ -28,7 +30,10 @@ export interface Results {
   failover: FailoverSeries[];
   contention: ContentionResult[];
   coldStart: ColdStartSeries[];
-  /** Item 7 (bench/clients.ts); absent from runs before it existed. */
+  /** Absent in results.json files from before the quorum existed. */
+  quorum?: QuorumRow[];
+  denoKv?: DenoKvResult;
+  /** Item 9 (bench/clients.ts); absent from runs before it existed. */
   clients?: ClientsResult;
   seconds: number;
   targets?: Target[];
@@ -122,6 +127,20 @@ export function evaluateTargets(res: Results): Target[] {
       result: `max ${ms(f.takeover.max)} ms, median ${ms(f.takeover.median)} ms; ${f.within}/${f.takeover.n} within`,
       met: f.within === f.takeover.n,
     });
+  }
+  if (res.quorum) {
+    const slowOne = res.quorum.find((r) => r.config === "one database, 5 ms slower");
+    const slowQuorum = res.quorum.find((r) => r.config === "quorum of 3, one member 5 ms slower");
+    if (slowOne && slowQuorum) {
+      t.push({
+        id: "quorum-slowest",
+        target: "quorum of 3 with one member 5 ms slower: not waiting for it (faster than that member alone)",
+        result: OPS.map(
+          (op) => `${op} ${ms(slowQuorum.median[op].median)} vs ${ms(slowOne.median[op].median)} ms`,
+        ).join(", "),
+        met: OPS.every((op) => slowQuorum.median[op].median < slowOne.median[op].median),
+      });
+    }
   }
   return t;
 }
@@ -293,13 +312,13 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     "|---|---|---|---|",
   );
   for (const r of res.size.rows) {
-    const ours = r.inputs !== undefined && r.id !== "core" && !r.id.endsWith("-no-election");
+    const ours = r.inputs !== undefined && r.id !== "core" && r.id !== "election";
     out.push(
       `| ${r.label} | ${r.minified} B | ${r.gzip} B (${kb(r.gzip)}) | ${ours ? (r.gzip <= BUDGET ? "within" : `over by ${r.gzip - BUDGET} B`) : ""} |`,
     );
   }
   out.push("", "Minified bytes per source file (before gzip), from esbuild's metafile:", "");
-  const ours = res.size.rows.filter((r) => r.inputs && !r.id.endsWith("-no-election"));
+  const ours = res.size.rows.filter((r) => r.inputs);
   const files = [...new Set(ours.flatMap((r) => Object.keys(r.inputs!)))].filter((f) =>
     ours.some((r) => (r.inputs![f] ?? 0) > 0),
   );
@@ -351,12 +370,52 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     );
   }
   out.push("");
+  if (res.quorum) {
+    const one = res.quorum[0]!;
+    out.push("## 7. Quorum", "");
+    out.push(
+      "`leasehold/quorum` over independent databases (a redis-server behind an Upstash-REST bridge each; the bridges run in the bench's parent process, the client in a child process), measured interleaved on node; the last two rows put one member behind a fault proxy that delays its answers by 5 ms. ms, median / p90 / p99; ×: the median against one database. Requests: what the members received per operation.",
+      "",
+      "| configuration | members | quorum | acquire | renew | release | × (acquire, renew, release) | requests per acquire / renew / release |",
+      "|---|---|---|---|---|---|---|---|",
+    );
+    for (const r of res.quorum) {
+      out.push(
+        `| ${r.config} | ${r.members} | ${r.quorum} | ${sum3(r.median.acquire)} | ${sum3(r.median.renew)} | ${sum3(r.median.release)} | ${OPS.map((op) => times(r.median[op].median / one.median[op].median)).join(", ")} | ${OPS.map((op) => r.requests[op]).join(" / ")} |`,
+      );
+    }
+    out.push(
+      "",
+      "Every operation goes to all members at once and resolves when a quorum answered: with one member 5 ms slower, a quorum of 3 costs about what its two fast members cost, not the slow member's round trip. On this machine the members' servers share its cores with the client, so each extra member also adds its server's CPU time to a loopback round trip.",
+      "",
+    );
+  }
+  if (res.denoKv) {
+    const k = res.denoKv;
+    out.push("## 8. Deno KV", "");
+    out.push(
+      `\`leasehold/deno-kv\` on ${k.store}, measured on node: each operation against the same KV calls made by hand (the floor: a strong read of both keys and an atomic commit for acquire, a checked commit for renew and release), interleaved. ms, median / p90 / p99. KV calls: reads + commits per operation, counted by a wrapper.`,
+      "",
+      "| operation | leasehold | floor | × | KV calls (reads + commits) |",
+      "|---|---|---|---|---|",
+    );
+    for (const op of OPS) {
+      out.push(
+        `| ${op} | ${sum3(k.leasehold[op])} | ${sum3(k.floor[op])} | ${times(k.leasehold[op].median / k.floor[op].median)} | ${k.calls[op].reads} + ${k.calls[op].commits} |`,
+      );
+    }
+    out.push(
+      "",
+      `Crash takeover (observed expiry, docs/DESIGN.md §14): a holder writes its lease (ttl ${k.takeover.ttl} ms) and is gone; a contender waiting in \`acquire()\` from then on takes it over after ${ms(k.takeover.ms.median)} ms median, ${ms(k.takeover.ms.max)} ms at most (${k.takeover.ms.n} trials; the stated bound is ttl + ceil(1 % of ttl) + 2 ms = ${k.takeover.bound} ms after its first look, plus one attempt).`,
+      "",
+    );
+  }
   if (res.clients) out.push(clientsSection(res.clients));
   return out.join("\n");
 }
 
 function clientsSection(c: ClientsResult): string {
-  const out = ["## 7. Own clients: redis() and postgres()", ""];
+  const out = ["## 9. Own clients: redis() and postgres()", ""];
   out.push(
     `The backends over a client the app already has, against the usual alternatives on the very same client (${Object.entries(
       c.versions,
@@ -481,18 +540,14 @@ function explain(res: Results): string[] {
   const sizeMiss = missed("size-");
   if (sizeMiss.length) {
     const row = (id: string) => res.size.rows.find((r) => r.id === id);
-    const up = row("upstash")!;
-    const upNo = row("upstash-no-election");
-    const azNo = row("azure-no-election");
+    const memory = row("memory")!;
+    const election = row("election")!;
     out.push(
       "### Bundle size",
       "",
       `Over the 4 KiB budget: ${sizeMiss.map((t) => `${t.target.replace(" ≤ 4 KiB min+gzip", "")} by ${row(t.id.slice(5))!.gzip - BUDGET} B`).join("; ")}. ` +
-        `\`lead\`, \`watch\`, \`health\` and \`isLeader\` are members of every \`Mutex\`, so no bundler can drop src/election.ts (${up.inputs?.["src/election.ts"]} B minified) from an app that only locks. ` +
-        (upNo && azNo
-          ? `With election.ts stubbed out (an experiment the bench builds), core + upstash is ${upNo.gzip} B (${up.gzip - upNo.gzip} B less) and core + azure-blob ${azNo.gzip} B. `
-          : "") +
-        "Not adopted: moving the election loop to its own entry (`leasehold/election`) would save that, but docs/DESIGN.md §3 makes `lead` a member of `Mutex`, and one `createMutex` for locking and electing is the simpler API. The rest of the gap is option checking with long messages in src/mutex.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
+        `Leader election is its own function (\`createElection\`), so an app that only locks does not ship it; one that elects adds ${election.gzip - memory.gzip} B (core + memory + election: ${election.gzip} B). ` +
+        "The rest of the gap is option checking with long messages in src/options.ts and, for upstash, the four Lua scripts and reply checks; azure-blob carries three credential forms, a connection-string parser and the SharedKey canonicalisation and cannot reach 4 KiB with them.",
       "",
     );
   }

@@ -1,5 +1,5 @@
 // A web server you scale to N instances, with one background job that must run on one instance
-// at a time. Every instance serves HTTP; the instances elect a leader with `mutex.lead`, and only
+// at a time. Every instance serves HTTP; the instances elect a leader with `election.lead`, and only
 // the leader's interval runs the job. When the leader stops (deploy, crash, scale-in), another
 // instance takes over: at once after a graceful stop, within one ttl after a crash.
 //
@@ -8,7 +8,7 @@
 // GET / answers this instance's view: { instance, leader, health, runs }.
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
-import { createMutex } from "leasehold";
+import { createElection, createMutex } from "leasehold";
 import { fromEnv } from "leasehold/upstash";
 
 const instance = process.env.INSTANCE ?? randomUUID().slice(0, 8);
@@ -16,6 +16,7 @@ const every = Number(process.env.JOB_EVERY_MS ?? 60_000);
 
 // ttl: a crashed leader is replaced within about this long. Renewal runs in the background.
 const mutex = createMutex(fromEnv(), { name: "example-report-job", ttl: 15_000, owner: instance });
+const election = createElection(mutex);
 let runs = 0;
 
 /** The job. `token` is the fencing token: pass it to anything that must reject a stale leader. */
@@ -26,7 +27,7 @@ async function job(token: number, signal: AbortSignal): Promise<void> {
 }
 
 const stop = new AbortController();
-const leading = mutex.lead(
+const leading = election.lead(
   // Runs while this instance leads; `signal` aborts when the lease is lost or on shutdown.
   async (signal, lease) => {
     console.log(`${instance}: leading with token ${lease.token}`);
@@ -42,10 +43,10 @@ const leading = mutex.lead(
 
 const server = createServer((req, res) => {
   res.setHeader("content-type", "application/json");
-  const health = mutex.health();
+  const health = election.health();
   // Wire health to a liveness probe: a leader whose event loop stalls past its deadline is unhealthy.
   res.statusCode = req.url === "/healthz" && !health.healthy ? 503 : 200;
-  res.end(JSON.stringify({ instance, leader: mutex.isLeader, health, runs }));
+  res.end(JSON.stringify({ instance, leader: election.isLeader, health, runs }));
 });
 server.listen(Number(process.env.PORT ?? 3000), "127.0.0.1", () => {
   const address = server.address();

@@ -6,6 +6,7 @@
  * @module
  */
 import type { Backend } from "../backend.ts";
+import { check } from "../options.ts";
 import { now } from "../time.ts";
 
 interface Held {
@@ -13,11 +14,25 @@ interface Held {
   owner: string;
   token: number;
   until: number;
+  /** The holder's ttl, and the record's version: a new one with every write. */
+  ttl: number;
+  version: number;
+}
+
+/** Options of {@link memory}. */
+export interface MemoryOptions {
+  /**
+   * `"observed"`: a store that never expires a lock by itself, like Deno KV and DynamoDB; the core
+   * then takes a lock over only after seeing its record unchanged for the holder's ttl (docs/DESIGN.md
+   * §14). For trying that mode out and testing code against it. Default `"store"`.
+   */
+  expiry?: "store" | "observed";
 }
 
 /**
  * Creates one isolated in-memory store. Expiry uses the monotonic clock, like the core.
  *
+ * @param options `expiry: "observed"` for a store that never expires a lock by itself.
  * @returns A {@link Backend} named `"memory"`, with no ttl constraint beyond the core's.
  *
  * @example Two mutexes on one store exclude each other
@@ -32,13 +47,20 @@ interface Held {
  * console.log(lease !== null, await b.tryAcquire()); // true null
  * ```
  */
-export function memory(): Backend {
+export function memory(options: MemoryOptions = {}): Backend {
+  const observed = options?.expiry === "observed";
+  check(
+    observed || options?.expiry === undefined || options.expiry === "store",
+    "[memory]",
+    'options.expiry must be "store" or "observed"',
+  );
   const locks = new Map<string, Held>();
   const fences = new Map<string, number>();
+  let versions = 0;
 
   const live = (key: string): Held | undefined => {
     const held = locks.get(key);
-    if (held && held.until <= now()) {
+    if (held && !observed && held.until <= now()) {
       locks.delete(key);
       return undefined;
     }
@@ -47,18 +69,18 @@ export function memory(): Backend {
 
   return {
     name: "memory",
-    async acquire({ key, owner, nonce, ttl, signal }) {
+    ...(observed ? { expiry: "observed" as const } : {}),
+    async acquire({ key, owner, nonce, ttl, signal, takeover }) {
       signal?.throwIfAborted();
       const held = live(key);
-      if (held)
-        return {
-          ok: false,
-          holder: { owner: held.owner, token: held.token },
-          retryAfter: held.until - now(),
-        };
+      if (held && !(observed && takeover === String(held.version))) {
+        return observed
+          ? { ok: false, version: String(held.version), ttl: held.ttl }
+          : { ok: false, retryAfter: held.until - now() };
+      }
       const token = (fences.get(key) ?? 0) + 1;
       fences.set(key, token);
-      locks.set(key, { nonce, owner, token, until: now() + ttl });
+      locks.set(key, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions });
       return { ok: true, token };
     },
     async renew({ key, nonce, ttl, signal }) {
@@ -66,6 +88,8 @@ export function memory(): Backend {
       const held = live(key);
       if (held?.nonce !== nonce) return false;
       held.until = now() + ttl;
+      held.ttl = ttl;
+      held.version = ++versions;
       return true;
     },
     async release({ key, nonce, signal }) {
@@ -75,7 +99,19 @@ export function memory(): Backend {
     async inspect(key, signal) {
       signal?.throwIfAborted();
       const held = live(key);
-      return held ? { owner: held.owner, token: held.token, ttlLeft: held.until - now() } : null;
+      if (!held) return null;
+      return observed
+        ? { owner: held.owner, token: held.token }
+        : { owner: held.owner, token: held.token, ttlLeft: held.until - now() };
+    },
+    async raiseFence({ key, nonce, token, signal }) {
+      signal?.throwIfAborted();
+      const held = live(key);
+      if (held?.nonce !== nonce) return false;
+      held.token = Math.max(held.token, token);
+      held.version = ++versions;
+      fences.set(key, Math.max(fences.get(key) ?? 0, token));
+      return true;
     },
   };
 }

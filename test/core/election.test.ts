@@ -5,12 +5,30 @@ import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
 import {
   BackendError,
+  createElection,
   createMutex,
   type LeadershipChange,
   type Lease,
   LeaseLostError,
+  type MutexOptions,
 } from "../../src/index.ts";
 import { sleep } from "../../src/time.ts";
+
+/** A mutex and its election in one object: the tests campaign, read the holder and take the lock. */
+function candidate(backend: Backend, options: MutexOptions) {
+  const mutex = createMutex(backend, options);
+  const election = createElection(mutex);
+  return {
+    holder: mutex.holder,
+    tryAcquire: mutex.tryAcquire,
+    lead: election.lead,
+    watch: election.watch,
+    health: election.health,
+    get isLeader() {
+      return election.isLeader;
+    },
+  };
+}
 
 const untilAborted = (signal: AbortSignal) =>
   new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
@@ -34,7 +52,7 @@ afterEach(() => {
 describe("lead", () => {
   it("runs the task with the lease, and on shutdown stops it, releases, and resolves after it settled", async () => {
     const store = memory();
-    const mutex = createMutex(store, { name: "l", ttl: 300, retryDelay: 20 });
+    const mutex = candidate(store, { name: "l", ttl: 300, retryDelay: 20 });
     const stop = new AbortController();
     const events: string[] = [];
     let lease: Lease | undefined;
@@ -60,7 +78,7 @@ describe("lead", () => {
   });
 
   it("reports a task that throws and campaigns again after a backoff", async () => {
-    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 50 });
+    const mutex = candidate(memory(), { name: "l", ttl: 300, retryDelay: 50 });
     const stop = new AbortController();
     const errors: unknown[] = [];
     const tokens: number[] = [];
@@ -85,7 +103,7 @@ describe("lead", () => {
   });
 
   it("does not report a task that rejects with its own signal's reason", async () => {
-    const mutex = createMutex(memory(), { name: "l", ttl: 300, retryDelay: 20 });
+    const mutex = candidate(memory(), { name: "l", ttl: 300, retryDelay: 20 });
     const stop = new AbortController();
     const onError = vi.fn();
     const loop = mutex.lead((signal) => sleep(60_000, signal), { signal: stop.signal, onError });
@@ -109,8 +127,8 @@ describe("lead", () => {
       await untilAborted(signal);
       running.splice(running.indexOf(who), 1);
     };
-    const a = createMutex(store, { name: "h", ttl: 1_000, retryDelay, owner: "a" });
-    const b = createMutex(store, { name: "h", ttl: 1_000, retryDelay, owner: "b" });
+    const a = candidate(store, { name: "h", ttl: 1_000, retryDelay, owner: "a" });
+    const b = candidate(store, { name: "h", ttl: 1_000, retryDelay, owner: "b" });
     const loopA = a.lead(task("a"), { signal: stopA.signal });
     await sleep(20);
     const loopB = b.lead(task("b"), { signal: stopB.signal });
@@ -136,8 +154,8 @@ describe("lead", () => {
     let crashedSignal: AbortSignal | undefined;
     let crashedAt = 0;
     let abortedAt = 0;
-    const a = createMutex(frozen.backend, { name: "c", ttl, retryDelay, owner: "a" });
-    const b = createMutex(store, { name: "c", ttl, retryDelay, owner: "b" });
+    const a = candidate(frozen.backend, { name: "c", ttl, retryDelay, owner: "a" });
+    const b = candidate(store, { name: "c", ttl, retryDelay, owner: "b" });
     const loopA = a.lead(
       async (signal) => {
         crashedSignal = signal;
@@ -177,7 +195,7 @@ describe("lead pauses after every term", () => {
     const stop = new AbortController();
     const terms: Record<string, number> = { a: 0, b: 0 };
     const loop = (who: string) =>
-      createMutex(store, { name: "turns", ttl: 1_000, retryDelay: 50, owner: who }).lead(
+      candidate(store, { name: "turns", ttl: 1_000, retryDelay: 50, owner: who }).lead(
         async () => {
           terms[who]!++;
           await sleep(20);
@@ -193,7 +211,7 @@ describe("lead pauses after every term", () => {
   });
 
   it("a task that returns at once does not starve a timer that stops the loop", async () => {
-    const mutex = createMutex(memory(), { name: "spin", retryDelay: 10 });
+    const mutex = candidate(memory(), { name: "spin", retryDelay: 10 });
     const stop = new AbortController();
     setTimeout(() => stop.abort(), 100);
     let terms = 0;
@@ -212,7 +230,7 @@ describe("lead: stopTimeout", () => {
   // Node and Bun fire a setTimeout above 2^31 - 1 ms after 1 ms: stopTimeout: Infinity released
   // after 1 ms (CHANGELOG.md, Fixed: "Long durations fired at once").
   it("lead({ stopTimeout: Infinity }) waits for the task before releasing", async () => {
-    const mutex = createMutex(memory(), { name: "grace", retryDelay: 20 });
+    const mutex = candidate(memory(), { name: "grace", retryDelay: 20 });
     const stop = new AbortController();
     let heldWhileStopping: unknown;
     const loop = mutex.lead(
@@ -234,7 +252,7 @@ describe("lead: stopTimeout", () => {
 describe("lead: errors", () => {
   it("an onError that throws stops the loop: the lease is released first, then lead rejects with that error", async () => {
     const store = memory();
-    const mutex = createMutex(store, { name: "oe", ttl: 300, retryDelay: 20 });
+    const mutex = candidate(store, { name: "oe", ttl: 300, retryDelay: 20 });
     const fatal = new Error("onError gave up");
     let lease: Lease | undefined;
     const loop = mutex.lead(
@@ -252,7 +270,7 @@ describe("lead: errors", () => {
     expect(lease!.signal.aborted).toBe(true);
     expect(mutex.isLeader).toBe(false);
     // released, not left to expire: another instance takes it at once
-    const other = await createMutex(store, { name: "oe", ttl: 300 }).tryAcquire();
+    const other = await candidate(store, { name: "oe", ttl: 300 }).tryAcquire();
     expect(other).not.toBeNull();
     await other!.release();
   });
@@ -267,7 +285,7 @@ describe("lead: errors", () => {
         return store.acquire(r);
       },
     };
-    const mutex = createMutex(backend, { name: "ub", ttl: 300, retryDelay: 20 });
+    const mutex = candidate(backend, { name: "ub", ttl: 300, retryDelay: 20 });
     const stop = new AbortController();
     const errors: unknown[] = [];
     const elected: number[] = [];
@@ -296,8 +314,8 @@ describe("lead: errors", () => {
 describe("watch", () => {
   it("yields this instance's elected and deposed changes and the leader seen on the backend", async () => {
     const store = memory();
-    const mutex = createMutex(store, { name: "w", ttl: 300, retryDelay: 20, owner: "me" });
-    const other = createMutex(store, { name: "w", ttl: 300, retryDelay: 20, owner: "other" });
+    const mutex = candidate(store, { name: "w", ttl: 300, retryDelay: 20, owner: "me" });
+    const other = candidate(store, { name: "w", ttl: 300, retryDelay: 20, owner: "other" });
     const end = new AbortController();
     const seen: LeadershipChange[] = [];
     const collecting = (async () => {
@@ -328,7 +346,7 @@ describe("watch", () => {
   });
 
   it("ends when the loop breaks", async () => {
-    const mutex = createMutex(memory(), { name: "w" });
+    const mutex = candidate(memory(), { name: "w" });
     for await (const change of mutex.watch({ interval: 10 })) {
       expect(change).toEqual({ type: "leader", leader: null });
       break;
@@ -338,7 +356,7 @@ describe("watch", () => {
   // A single wake slot stranded the first of two pending next() calls forever (CHANGELOG.md,
   // Fixed: "A pending next() of watch could hang").
   it("settles every pending next() when it ends", async () => {
-    const watcher = createMutex(memory(), { name: "w" }).watch({ interval: 1_000 });
+    const watcher = candidate(memory(), { name: "w" }).watch({ interval: 1_000 });
     const first = watcher.next();
     const second = watcher.next();
     await sleep(20);
@@ -356,7 +374,7 @@ describe("health", () => {
 
   it("is healthy while leading in time and unhealthy when leading past the deadline", async () => {
     fake();
-    const mutex = createMutex(memory(), { name: "s", ttl: 1_000, renew: false });
+    const mutex = candidate(memory(), { name: "s", ttl: 1_000, renew: false });
     expect(mutex.health()).toEqual({ healthy: true, leading: false });
     const stop = new AbortController();
     const loop = mutex.lead((signal) => sleep(60_000, signal), { signal: stop.signal });

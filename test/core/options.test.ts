@@ -3,7 +3,7 @@
 import { describe, expect, it, vi } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { memory } from "../../src/backends/memory.ts";
-import { createMutex } from "../../src/index.ts";
+import { createElection, createMutex } from "../../src/index.ts";
 import { azureFetch, fakeClockInEachTest, reply } from "../harness/doubles.ts";
 
 fakeClockInEachTest();
@@ -61,6 +61,7 @@ describe("options are checked at createMutex", () => {
 
   it("rejects bad options of acquire, tryAcquire, holder, lead and watch with a TypeError naming the option", async () => {
     const mutex = createMutex(ok, { name: "n" });
+    const election = createElection(mutex);
     const task = async () => {};
     const bad = null as never;
     const cases: [Promise<unknown> | (() => unknown), RegExp][] = [
@@ -71,13 +72,16 @@ describe("options are checked at createMutex", () => {
       [mutex.tryAcquire(bad), /tryAcquire: options must be an object/],
       [mutex.tryAcquire({ signal: {} as never }), /tryAcquire: signal must be an AbortSignal/],
       [mutex.holder({ signal: 3 as never }), /holder: signal must be an AbortSignal/],
-      [mutex.lead(task, bad), /lead: options must be an object/],
-      [mutex.lead(task, { signal: "x" as never }), /lead: signal must be an AbortSignal, got string/],
-      [mutex.lead(task, { onError: "log" as never }), /lead: onError must be a function/],
-      [mutex.lead(task, { stopTimeout: Number.NaN }), /lead: stopTimeout must be a number of ms >= 0/],
-      [() => mutex.watch(bad), /watch: options must be an object/],
-      [() => mutex.watch({ signal: true as never }), /watch: signal must be an AbortSignal/],
-      [() => mutex.watch({ interval: Number.POSITIVE_INFINITY }), /watch: interval must be a finite number/],
+      [election.lead(task, bad), /lead: options must be an object/],
+      [election.lead(task, { signal: "x" as never }), /lead: signal must be an AbortSignal, got string/],
+      [election.lead(task, { onError: "log" as never }), /lead: onError must be a function/],
+      [election.lead(task, { stopTimeout: Number.NaN }), /lead: stopTimeout must be a number of ms >= 0/],
+      [() => election.watch(bad), /watch: options must be an object/],
+      [() => election.watch({ signal: true as never }), /watch: signal must be an AbortSignal/],
+      [
+        () => election.watch({ interval: Number.POSITIVE_INFINITY }),
+        /watch: interval must be a finite number/,
+      ],
     ];
     for (const [call, message] of cases) {
       const error = await (typeof call === "function" ? Promise.resolve().then(call) : call).catch(
@@ -92,9 +96,20 @@ describe("options are checked at createMutex", () => {
 
   // Not validated before (CHANGELOG.md, Fixed: "stopTimeout and watch's interval were not validated").
   it("rejects a bad stopTimeout and watch interval", async () => {
-    const mutex = createMutex(memory(), { name: "opts" });
-    await expect(mutex.lead(async () => {}, { stopTimeout: -1 })).rejects.toThrow(RangeError);
-    expect(() => mutex.watch({ interval: Number.NaN })).toThrow(/interval must be a finite number/);
+    const election = createElection(createMutex(memory(), { name: "opts" }));
+    await expect(election.lead(async () => {}, { stopTimeout: -1 })).rejects.toThrow(RangeError);
+    expect(() => election.watch({ interval: Number.NaN })).toThrow(/interval must be a finite number/);
+  });
+
+  it("createElection takes a Mutex and nothing else", () => {
+    for (const bad of [undefined, null, {}, memory(), { acquire() {}, holder() {} }]) {
+      expect(() => createElection(bad as never)).toThrow(
+        new TypeError("[leasehold] createElection: mutex must be a Mutex from createMutex"),
+      );
+    }
+    const mutex = createMutex(memory(), { name: "e", ttl: 3_000, retryDelay: 250, owner: "me" });
+    expect(mutex).toMatchObject({ name: "e", ttl: 3_000, retryDelay: 250, owner: "me", stopMargin: 600 });
+    expect(createElection(mutex).isLeader).toBe(false);
   });
 
   // The azure-blob backend threw on the first acquire instead (CHANGELOG.md, Fixed: "A bad owner

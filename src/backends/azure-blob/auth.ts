@@ -24,7 +24,10 @@ export interface Authorized {
 
 /** How requests to one storage account are authorized, and what must never appear in an error. */
 export interface Auth {
-  /** Adds `x-ms-date` and the credential (Authorization header or SAS query) to a request. */
+  /**
+   * Adds the credential (Authorization header or SAS query) to a request whose `headers`, a
+   * fresh object it may change, already carry `x-ms-date` and `x-ms-version`.
+   */
   authorize(
     method: string,
     url: string,
@@ -128,7 +131,6 @@ export function sharedKeyAuth(accountName: string, accountKey: string, option = 
   return {
     secrets: [accountKey],
     async authorize(method, url, headers) {
-      const h: Record<string, string> = { ...headers, "x-ms-date": new Date().toUTCString() };
       key ??= crypto.subtle.importKey(
         "raw",
         base64ToBytes(accountKey),
@@ -139,10 +141,10 @@ export function sharedKeyAuth(accountName: string, accountKey: string, option = 
       const signature = await crypto.subtle.sign(
         "HMAC",
         await key,
-        enc.encode(stringToSign(accountName, method, url, h)),
+        enc.encode(stringToSign(accountName, method, url, headers)),
       );
-      h.authorization = `SharedKey ${accountName}:${bytesToBase64(signature)}`;
-      return { url, headers: h };
+      headers.authorization = `SharedKey ${accountName}:${bytesToBase64(signature)}`;
+      return { url, headers };
     },
   };
 }
@@ -204,10 +206,7 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
       ...token.split("&").filter((p) => p.startsWith("sig=")),
     ],
     async authorize(_method, url, headers) {
-      return {
-        url: `${url}${url.includes("?") ? "&" : "?"}${token}`,
-        headers: { ...headers, "x-ms-date": new Date().toUTCString() },
-      };
+      return { url: `${url}${url.includes("?") ? "&" : "?"}${token}`, headers };
     },
   };
 }
@@ -235,26 +234,20 @@ export function bearerAuth(credential: TokenCredentialLike): Auth {
         });
         const got = await (signal ? abortable(pending, signal) : pending);
         if (!got || typeof got.token !== "string" || got.token === "") {
-          throw new TypeError("[leasehold] [azure-blob] options.credential.getToken returned no token");
+          fail("options.credential.getToken returned no token");
         }
         // A token that cannot be a header value (CR/LF, control or non-ASCII characters) would
         // make fetch throw "invalid header value", which may quote it: refuse it here, unquoted.
         if (!/^[\x20-\x7e]+$/.test(got.token)) {
-          throw new TypeError(
-            "[leasehold] [azure-blob] options.credential.getToken returned a token that cannot be sent as a header value (characters outside visible ASCII and space)",
+          fail(
+            "options.credential.getToken returned a token that cannot be sent as a header value (characters outside visible ASCII and space)",
           );
         }
         cached = got;
         if (!secrets.includes(got.token)) secrets.splice(0, secrets.length, ...secrets.slice(-3), got.token);
       }
-      return {
-        url,
-        headers: {
-          ...headers,
-          "x-ms-date": new Date().toUTCString(),
-          authorization: `Bearer ${cached.token}`,
-        },
-      };
+      headers.authorization = `Bearer ${cached.token}`;
+      return { url, headers };
     },
   };
 }

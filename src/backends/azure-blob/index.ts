@@ -103,6 +103,14 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   const { call, failure, leaseRequest, head, giveBack } = containerOf(resolved);
   // The type new lock blobs are created as; unset blobType starts with page and switches once.
   let createPage = fixedType !== "block";
+  // What the last fence step of this backend learned per lock name (the last 4 096 names), so
+  // that raiseFence needs no HEAD: the blob's type and, for a block blob, its ETag and counter.
+  const fenced = new Map<string, { page: boolean; etag: string; counter: number }>();
+  const remember = (key: string, blob: { page: boolean; etag: string; counter: number }): void => {
+    fenced.delete(key);
+    fenced.set(key, blob);
+    if (fenced.size > 4_096) fenced.delete(fenced.keys().next().value as string);
+  };
   let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
 
   /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
@@ -253,6 +261,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           retryable: true,
         });
       }
+      remember(key, { page: state.page, etag: replies[0]![1].header("etag") ?? "", counter: token });
       return token;
     }
     throw new BackendError(`fence ${JSON.stringify(key)}: the blob kept changing under our lease`, {
@@ -335,6 +344,66 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       );
       if (r.status === 200 || notOurs(r)) return;
       throw failure("release", key, r);
+    },
+
+    async raiseFence({ key, owner, nonce, token, signal }): Promise<boolean> {
+      checkNonce(nonce);
+      if (!(Number.isSafeInteger(token) && token > 0)) typeError("token must be a positive integer");
+      const path = blobPath(prefix + key);
+      let blob = fenced.get(key);
+      for (let attempt = 0; attempt < 3; attempt++) {
+        if (blob === undefined || (!blob.page && blob.etag === "")) {
+          const h = await head(path, signal);
+          if (h.status === 404) return false;
+          if (h.status !== 200) throw failure("read", key, h);
+          blob = blobState(h, true)!;
+        }
+        // Page blob: the sequence number becomes max(itself, token), in one request under our
+        // lease. Block blob: the counter and the owner in one metadata write under our lease,
+        // conditional on the ETag the counter was read with (so it never goes back).
+        const r = blob.page
+          ? await call(
+              "raise fence for",
+              "PUT",
+              path,
+              "comp=properties",
+              {
+                "x-ms-lease-id": nonce,
+                "x-ms-sequence-number-action": "max",
+                "x-ms-blob-sequence-number": String(token),
+              },
+              signal,
+            )
+          : await call(
+              "raise fence for",
+              "PUT",
+              path,
+              "comp=metadata",
+              {
+                "x-ms-lease-id": nonce,
+                "if-match": blob.etag,
+                "x-ms-meta-fence": String(Math.max(token, blob.counter)),
+                "x-ms-meta-owner": encodeURIComponent(owner),
+              },
+              signal,
+            );
+        if (leaseGone(r)) return false;
+        if (r.status === 412 && errorCode(r) === "ConditionNotMet") {
+          blob = undefined; // written by someone else since we read it: read again
+          continue;
+        }
+        if (r.status !== 200) throw failure("raise fence for", key, r);
+        remember(key, {
+          page: blob.page,
+          etag: r.header("etag") ?? "",
+          counter: Math.max(token, blob.counter),
+        });
+        return true;
+      }
+      throw new BackendError(`raise fence for ${JSON.stringify(key)}: the blob kept changing`, {
+        backend: NAME,
+        retryable: true,
+      });
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {

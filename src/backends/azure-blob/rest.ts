@@ -115,8 +115,13 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     try {
       // Every PUT here is body-less. Azure answers 411 to a PUT without Content-Length, and a
       // custom fetch may not add it: set it explicitly (SharedKey signs "0" as an empty line).
-      const length: Record<string, string> = method === "PUT" ? { "content-length": "0" } : {};
-      req = await auth.authorize(method, url, { ...headers, ...length, "x-ms-version": VERSION }, signal);
+      const h: Record<string, string> = {
+        ...headers,
+        "x-ms-date": new Date().toUTCString(),
+        "x-ms-version": VERSION,
+      };
+      if (method === "PUT") h["content-length"] = "0";
+      req = await auth.authorize(method, url, h, signal);
     } catch (error) {
       if (signal?.aborted) throw signal.reason;
       const cause = scrub(error, secrets);

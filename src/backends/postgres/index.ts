@@ -87,6 +87,8 @@ function statements(t: string) {
       `SELECT 'taken', ${LEFT} FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
+    // The row's fence is both the lease's token and the name's counter: raising it raises both.
+    raise: `UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
   };
 }
@@ -263,6 +265,13 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     async release({ key, nonce, signal }): Promise<void> {
       const rows = await call(sql.release, [key, nonceArg(nonce)], signal);
       if (rows.length > 1) throw malformed(rows);
+    },
+
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(token) && token > 0, `[${NAME}]`, "token must be a positive integer");
+      const rows = await call(sql.raise, [key, nonceArg(nonce), String(token)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {

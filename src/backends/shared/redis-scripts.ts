@@ -36,6 +36,16 @@ export const RELEASE = `local v=redis.call("GET",KEYS[1])
 if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
+// KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
+// the fence counter become at least the token (the expiry is kept); 1. Else 0.
+export const RAISE = `local v=redis.call("GET",KEYS[1])
+if not (v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|") then return 0 end
+local t=tonumber(ARGV[2])
+local n,o=string.match(v,"^[^|]*|(%d+)|(.*)$")
+if tonumber(n)<t then redis.call("SET",KEYS[1],ARGV[1].."|"..ARGV[2].."|"..o,"KEEPTTL") end
+if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
+return 1`;
+
 // KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
 if not v then return nil end
@@ -68,7 +78,8 @@ export interface ScriptRunner {
 }
 
 /**
- * The backend over `runner`: acquire, renew, release and inspect, one script each. Each backend
+ * The backend over `runner`: acquire, renew, release, raiseFence (for leasehold/quorum) and
+ * inspect, one script each. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names) and refuses a
  * lease whose token is not above the highest seen before the request was sent (non-retryable,
  * and the lock is freed again), so a counter that went back is an error, not a repeated token.
@@ -154,6 +165,15 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     async release({ key, nonce, signal }): Promise<void> {
       const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
       if (r !== 0 && r !== 1) throw malformed(r);
+    },
+
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(token) && token > 0, `[${name}]`, "token must be a positive integer");
+      const k = lockKey(key);
+      const r = await evaluate(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
+      if (r !== 0 && r !== 1) throw malformed(r);
+      if (r === 1) see(key, token);
+      return r === 1;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {

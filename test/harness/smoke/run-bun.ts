@@ -3,6 +3,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { memory } from "leasehold/memory";
+import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
 import { smoke, smokeEnv } from "./suite.ts";
 
@@ -10,7 +11,7 @@ const bun = (globalThis as { Bun?: { version: string } }).Bun;
 try {
   if (!bun) throw new Error("run-bun.ts must run on Bun");
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum },
     smokeEnv((n) => process.env[n]),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, bun: bun.version, suite: "native" })}`);

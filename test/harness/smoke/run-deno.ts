@@ -5,12 +5,13 @@
 import { createMutex, isLockError } from "jsr:@leasehold/leasehold";
 import { azureBlob } from "jsr:@leasehold/leasehold/azure-blob";
 import { memory } from "jsr:@leasehold/leasehold/memory";
+import { quorum } from "jsr:@leasehold/leasehold/quorum";
 import { upstash } from "jsr:@leasehold/leasehold/upstash";
 import { smoke, smokeEnv } from "./suite.ts";
 
 try {
   const result = await smoke(
-    { createMutex, isLockError, memory, upstash, azureBlob },
+    { createMutex, isLockError, memory, upstash, azureBlob, quorum },
     smokeEnv((n) => Deno.env.get(n)),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, deno: Deno.version.deno, suite: "native" })}`);

@@ -7,6 +7,7 @@ import { transform } from "esbuild";
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { memory } from "leasehold/memory";
+import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
 import { nativeAwaitUsing, report } from "./runner-node.mjs";
 
@@ -22,7 +23,7 @@ const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toSt
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum },
   {
     node: process.versions.node,
     nativeAwaitUsing: nativeAwaitUsing(),

@@ -3,6 +3,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { memory } from "leasehold/memory";
+import { quorum } from "leasehold/quorum";
 import { upstash } from "leasehold/upstash";
 import { nativeAwaitUsing, report } from "./runner-node.mjs";
 import * as suite from "./suite.ts";
@@ -11,7 +12,7 @@ if (!nativeAwaitUsing()) throw new Error(`Node ${process.versions.node} cannot p
 
 await report(
   suite,
-  { createMutex, isLockError, memory, upstash, azureBlob },
+  { createMutex, isLockError, memory, upstash, azureBlob, quorum },
   {
     node: process.versions.node,
     nativeAwaitUsing: true,

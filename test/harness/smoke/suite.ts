@@ -4,12 +4,13 @@
 // needs no test framework and no runtime API beyond what the library itself uses, and it throws
 // on the first failed check. Only erasable TypeScript here (Node 24 strips the types natively).
 //
-// What it checks, on memory, Upstash (through the test bridge) and Azure (Azurite):
+// What it checks, on memory, Upstash (through the test bridge), Azure (Azurite) and a quorum of
+// three Upstash members (three key prefixes on the bridge):
 // - `await using` acquires and releases: the lease's signal aborts with ERR_LEASE_LOST at the
 //   end of the scope and the backend is free afterwards;
 // - exclusivity: while one mutex holds the lock, a second one's tryAcquire() gives null and
 //   holder() reports the first one's owner and token;
-// - expiry and takeover (memory, Upstash; ttl 600 ms, renew: false): the holder's signal aborts
+// - expiry and takeover (memory, Upstash, quorum; ttl 600 ms, renew: false): the holder's signal aborts
 //   by itself, then the other mutex acquires with a greater fencing token, and releasing the
 //   lost lease does not free the new holder's lock;
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
@@ -17,16 +18,18 @@
 //   lease is released the other mutex takes over with a greater token.
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
 import type * as MemoryModule from "../../../src/backends/memory.ts";
+import type * as QuorumModule from "../../../src/backends/quorum.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 
-/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`. */
+/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
   isLockError: typeof Core.isLockError;
   memory: typeof MemoryModule.memory;
   upstash: typeof UpstashModule.upstash;
   azureBlob: typeof AzureBlobModule.azureBlob;
+  quorum: typeof QuorumModule.quorum;
 }
 
 /** Where the servers are. Runners read it from the environment with {@link smokeEnv}. */
@@ -58,6 +61,9 @@ export const SMOKE_CHECKS: readonly string[] = [
   "azure-blob: await using acquires and releases",
   "azure-blob: exclusive between two mutexes",
   "azure-blob: signal aborts before the blob lease ends, then taken over with a greater token",
+  "quorum: await using acquires and releases",
+  "quorum: exclusive between two mutexes",
+  "quorum: expires and is taken over with a greater token",
 ];
 
 /** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, … */
@@ -207,6 +213,14 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     (async () => {
       await exclusive(lib, up, name("x"), 5_000, pass);
       await expiry(lib, up, name("e"), pass);
+    })(),
+    (async () => {
+      const members = [1, 2, 3].map((i) =>
+        lib.upstash({ url: env.upstash.url, token: env.upstash.token, prefix: `smoke:q${i}:` }),
+      );
+      const q = lib.quorum(members);
+      await exclusive(lib, q, name("x"), 5_000, pass);
+      await expiry(lib, q, name("e"), pass);
     })(),
     (async () => {
       await exclusive(lib, az, name("x"), 15_000, pass);

@@ -11,6 +11,7 @@
 import { createMutex, isLockError } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { memory } from "leasehold/memory";
+import { quorum } from "leasehold/quorum";
 import { fromEnv, upstash } from "leasehold/upstash";
 import { restCommand, smoke, smokeEnv } from "./suite.ts";
 
@@ -91,7 +92,7 @@ export default {
     const { pathname } = new URL(request.url);
     if (pathname === "/smoke") {
       try {
-        const lib = { createMutex, isLockError, memory, upstash, azureBlob };
+        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum };
         const result = await smoke(
           lib,
           smokeEnv((name) => env[name]),

@@ -1,0 +1,331 @@
+/**
+ * The Deno KV backend: a `Deno.Kv` from `Deno.openKv()` (local SQLite, or Deno Deploy's global
+ * KV), or from `openKv()` of the `@deno/kv` package on Node and Bun. Deno KV has no expiry a lock
+ * can rely on (`expireIn` is only the earliest time a key may be deleted), so this backend
+ * declares `expiry: "observed"`: a contender takes a lock over only after it has seen the
+ * holder's record unchanged (the same versionstamp) for the holder's ttl plus a margin on its own
+ * monotonic clock, by a compare-and-set on that versionstamp (docs/DESIGN.md §14).
+ *
+ * Keys, for a lock named `n` and the default prefix `["leasehold"]`: `["leasehold", "lock", n]`
+ * holds the lease (`{ nonce, owner, token, ttl }` as a JSON string), deleted on release, and
+ * `["leasehold", "fence", n]` the fencing counter (a decimal string) that never goes away, written
+ * in the same atomic commit as the lease. Every read is strongly consistent. Values are strings
+ * so that one database can be read from Deno, Node and Bun alike (on Bun, open it with
+ * `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only).
+ *
+ * Round trips: an acquire reads both keys and commits (2); a renew or release of a lease this
+ * backend object wrote commits with the versionstamp it remembers (1), and reads first only when
+ * it does not know it. A request cannot be aborted: the core's per-attempt timeouts bound it, and
+ * the answer of an abandoned acquire is handled like a lost reply (the lock released).
+ *
+ * @example Deno (the same on Node and Bun with `import { openKv } from "@deno/kv"`)
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { denoKv, type KvLike } from "leasehold/deno-kv";
+ *
+ * declare const kv: KvLike; // await Deno.openKv()
+ *
+ * const mutex = createMutex(denoKv(kv), { name: "nightly-report" });
+ * ```
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
+import { BackendError } from "../errors.ts";
+import { check } from "../options.ts";
+import { abortable } from "../signals.ts";
+
+/** A Deno KV key part. */
+export type KvKeyPart = string | number | bigint | boolean | Uint8Array;
+/** A Deno KV key. */
+export type KvKey = readonly KvKeyPart[];
+
+/** An entry as `Deno.Kv` reads it: `versionstamp` null when the key does not exist. */
+export interface KvEntryLike {
+  value: unknown;
+  versionstamp: string | null;
+}
+
+/** The part of `Deno.AtomicOperation` this backend uses. */
+export interface KvAtomicLike {
+  check(...checks: { key: KvKey; versionstamp: string | null }[]): KvAtomicLike;
+  set(key: KvKey, value: unknown): KvAtomicLike;
+  delete(key: KvKey): KvAtomicLike;
+  commit(): Promise<{ ok: boolean; versionstamp?: string }>;
+}
+
+/** The part of `Deno.Kv` this backend uses; `Deno.openKv()` and `@deno/kv`'s `openKv()` fit. */
+export interface KvLike {
+  getMany(keys: KvKey[], options?: { consistency?: "strong" | "eventual" }): Promise<KvEntryLike[]>;
+  atomic(): KvAtomicLike;
+}
+
+/** Options of {@link denoKv}. */
+export interface DenoKvOptions {
+  /** The key prefix every key of this backend starts with. Default `["leasehold"]`. */
+  prefix?: KvKey;
+}
+
+interface Lease {
+  nonce: string;
+  owner: string;
+  token: number;
+  ttl: number;
+}
+
+const NAME = "deno-kv";
+const WHERE = `[${NAME}]`;
+/** Commits that lost a race to another writer are tried again this many times. */
+const ATTEMPTS = 5;
+
+const foreign = (what: string) =>
+  new BackendError(`the ${what} key holds a value leasehold did not write`, {
+    backend: NAME,
+    retryable: false,
+  });
+
+/** The lease an entry holds: null when none; a value leasehold did not write is an error. */
+function leaseOf(entry: KvEntryLike | undefined): Lease | null {
+  const v = entry?.value;
+  if (v === null || v === undefined) return null;
+  let lease: Partial<Lease> | undefined;
+  try {
+    lease = typeof v === "string" ? (JSON.parse(v) as Partial<Lease>) : undefined;
+  } catch {}
+  if (
+    typeof lease?.nonce !== "string" ||
+    typeof lease.owner !== "string" ||
+    !Number.isSafeInteger(lease.token) ||
+    typeof lease.ttl !== "number"
+  ) {
+    throw foreign("lock");
+  }
+  return lease as Lease;
+}
+
+/**
+ * Creates a Deno KV backend for {@link createMutex}.
+ *
+ * @param kv A `Deno.Kv` (`await Deno.openKv()`), or `@deno/kv`'s `openKv()` on Node and Bun.
+ * @param options The key `prefix`.
+ * @returns A backend named `"deno-kv"` with `expiry: "observed"`, no ttl bounds of its own.
+ * @throws {TypeError} When `kv` is not a Deno KV database or the prefix is not a key.
+ */
+export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
+  check(
+    typeof kv === "object" &&
+      kv !== null &&
+      typeof kv.getMany === "function" &&
+      typeof kv.atomic === "function",
+    WHERE,
+    "kv must be a Deno.Kv (await Deno.openKv(), or openKv() from @deno/kv)",
+  );
+  const prefix = options?.prefix ?? ["leasehold"];
+  check(
+    Array.isArray(prefix) &&
+      prefix.every((p) => ["string", "number", "bigint", "boolean"].includes(typeof p)),
+    WHERE,
+    "options.prefix must be an array of key parts (strings, numbers, bigints, booleans)",
+  );
+  const lockKey = (key: string): KvKey => [...prefix, "lock", key];
+  const fenceKey = (key: string): KvKey => [...prefix, "fence", key];
+  // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and
+  // release commit against it at once, without a read (the commit fails if it changed since).
+  const written = new Map<string, KvEntryLike>();
+  const wrote = (lease: Lease, versionstamp: string | undefined): void => {
+    written.delete(lease.nonce);
+    if (versionstamp) written.set(lease.nonce, { value: JSON.stringify(lease), versionstamp });
+    if (written.size > 4_096) written.delete(written.keys().next().value as string);
+  };
+
+  /** Runs a KV call; its failure becomes a BackendError, an abort the signal's reason. */
+  async function io<T>(what: string, key: string, work: () => Promise<T>, signal?: AbortSignal): Promise<T> {
+    signal?.throwIfAborted();
+    try {
+      return await (signal ? abortable(work(), signal) : work());
+    } catch (error) {
+      if (signal?.aborted) throw signal.reason;
+      const message = error instanceof Error ? error.message : String(error);
+      throw new BackendError(`${what} ${JSON.stringify(key)} failed: ${message}`, {
+        backend: NAME,
+        // A value KV refuses (TypeError) will be refused again; a closed or busy database may not.
+        retryable: !(error instanceof TypeError),
+        cause: error,
+      });
+    }
+  }
+
+  const read = (key: string, signal?: AbortSignal) =>
+    io("read", key, () => kv.getMany([lockKey(key), fenceKey(key)], { consistency: "strong" }), signal);
+
+  const counter = (entry: KvEntryLike | undefined): number => {
+    const v = entry?.value ?? "0";
+    if (typeof v !== "string" || !/^[0-9]{1,16}$/.test(v) || !Number.isSafeInteger(Number(v)))
+      throw foreign("fence");
+    return Number(v);
+  };
+
+  /** Commits `lease` in place of the current one if nothing changed since `entry` was read. */
+  async function rewrite(key: string, entry: KvEntryLike, lease: Lease, signal?: AbortSignal) {
+    const r = await io(
+      "write",
+      key,
+      () =>
+        kv
+          .atomic()
+          .check({ key: lockKey(key), versionstamp: entry.versionstamp })
+          .set(lockKey(key), JSON.stringify(lease))
+          .commit(),
+      signal,
+    );
+    if (r.ok) wrote(lease, r.versionstamp);
+    return r.ok;
+  }
+
+  /** Commits `lease` and the fence counter `next` if neither entry changed since it was read. */
+  async function fenced(
+    what: string,
+    key: string,
+    lock: KvEntryLike,
+    fence: KvEntryLike,
+    lease: Lease,
+    next: number,
+    signal?: AbortSignal,
+  ): Promise<boolean> {
+    const r = await io(
+      what,
+      key,
+      () =>
+        kv
+          .atomic()
+          .check({ key: lockKey(key), versionstamp: lock.versionstamp })
+          .check({ key: fenceKey(key), versionstamp: fence.versionstamp })
+          .set(lockKey(key), JSON.stringify(lease))
+          .set(fenceKey(key), String(next))
+          .commit(),
+      signal,
+    );
+    if (r.ok) wrote(lease, r.versionstamp);
+    return r.ok;
+  }
+
+  /**
+   * Runs `step` with the lease and fence entries, read strongly (first, for `nonce`, the lease
+   * this backend wrote, if any), until its commit does not lose a race; `step` answers a result,
+   * or undefined to read again.
+   */
+  async function loop<T>(
+    key: string,
+    signal: AbortSignal | undefined,
+    step: (lock: KvEntryLike, fence: KvEntryLike) => Promise<T | undefined>,
+    nonce?: string,
+  ): Promise<T> {
+    for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
+      const known = attempt === 0 && nonce !== undefined ? written.get(nonce) : undefined;
+      const [lock, fence] = known ? [known, { value: null, versionstamp: null }] : await read(key, signal);
+      const result = await step(lock!, fence!);
+      if (result !== undefined) return result;
+    }
+    throw new BackendError(`${JSON.stringify(key)} kept changing under concurrent writes`, {
+      backend: NAME,
+      retryable: true,
+    });
+  }
+
+  return {
+    name: NAME,
+    expiry: "observed",
+
+    async acquire({ key, owner, nonce, ttl, signal, takeover }): Promise<AcquireResult> {
+      return loop(key, signal, async (lock, fence) => {
+        const held = leaseOf(lock);
+        if (held) {
+          if (held.nonce === nonce) {
+            // A retried acquire of ours: the same token, the lease written again.
+            return (await rewrite(key, lock, { ...held, ttl }, signal))
+              ? { ok: true, token: held.token }
+              : undefined;
+          }
+          if (takeover !== lock.versionstamp)
+            return { ok: false, version: lock.versionstamp!, ttl: held.ttl };
+        }
+        const token = counter(fence) + 1;
+        // undefined: someone wrote in between, look again.
+        return (await fenced("acquire", key, lock, fence, { nonce, owner, token, ttl }, token, signal))
+          ? { ok: true, token }
+          : undefined;
+      });
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      return loop(
+        key,
+        signal,
+        async (lock) => {
+          const held = leaseOf(lock);
+          if (held?.nonce !== nonce) {
+            written.delete(nonce);
+            return false;
+          }
+          return (await rewrite(key, lock, { ...held, ttl }, signal)) ? true : undefined;
+        },
+        nonce,
+      );
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      await loop(
+        key,
+        signal,
+        async (lock) => {
+          const held = leaseOf(lock);
+          if (held?.nonce !== nonce) {
+            written.delete(nonce);
+            return true;
+          }
+          const r = await io(
+            "release",
+            key,
+            () =>
+              kv
+                .atomic()
+                .check({ key: lockKey(key), versionstamp: lock.versionstamp })
+                .delete(lockKey(key))
+                .commit(),
+            signal,
+          );
+          if (!r.ok) return undefined;
+          written.delete(nonce);
+          return true;
+        },
+        nonce,
+      );
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const [lock] = await read(key, signal);
+      const held = leaseOf(lock);
+      return held ? { owner: held.owner, token: held.token } : null;
+    },
+
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(token) && token > 0, WHERE, "token must be a positive integer");
+      return loop(key, signal, async (lock, fence) => {
+        const held = leaseOf(lock);
+        if (held?.nonce !== nonce) return false;
+        const lease = { ...held, token: Math.max(held.token, token) };
+        return (await fenced(
+          "raise fence for",
+          key,
+          lock,
+          fence,
+          lease,
+          Math.max(counter(fence), token),
+          signal,
+        ))
+          ? true
+          : undefined;
+      });
+    },
+  };
+}

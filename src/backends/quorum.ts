@@ -1,0 +1,430 @@
+/**
+ * A Backend over N ≥ 3 independent backends that keeps its guarantees while some of them are
+ * unreachable, and while up to `amnesia` of them lose recent writes at once (a failover of an
+ * asynchronously replicated database, a restart without persistence).
+ *
+ * Every operation goes to all members at once and is decided by a quorum of
+ * q = ceil((N + amnesia + 1) / 2) members, so that any two quorums share at least `amnesia + 1`
+ * members: even if `amnesia` of those forgot, one still remembers the lease (no second holder)
+ * and its fence counter (no repeated token). Up to N − q members may be unreachable at once.
+ *
+ * | N | amnesia | q | unreachable at once |
+ * | - | ------- | - | ------------------- |
+ * | 3 | 0       | 2 | 1                   |
+ * | 3 | 1       | 3 | 0                   |
+ * | 4 | 1       | 3 | 1                   |
+ * | 5 | 0       | 3 | 2                   |
+ * | 5 | 1       | 4 | 1                   |
+ * | 5 | 2       | 4 | 1                   |
+ * | 7 | 1       | 5 | 2                   |
+ * | 7 | 2       | 5 | 2                   |
+ *
+ * Fencing: the token of a lease is T, the largest token among its grants. Before the lease is
+ * handed out, the fence counter of a quorum of the members that granted it is at least T (those
+ * that answered T already are; the others are raised to T with the members' `raiseFence`, one
+ * more round trip, only when their counters had drifted apart). The next holder's quorum shares
+ * `amnesia + 1` members with that one, one of which remembers a counter ≥ T, so its grant, and so
+ * the next token, is greater than T (docs/DESIGN.md §13).
+ *
+ * @example Three Upstash databases in different regions
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { quorum } from "leasehold/quorum";
+ * import { upstash } from "leasehold/upstash";
+ *
+ * declare const regions: { url: string; token: string }[]; // three databases
+ *
+ * const backend = quorum(regions.map((r) => upstash(r)));
+ * const mutex = createMutex(backend, { name: "nightly-report" });
+ * ```
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
+import { BackendError } from "../errors.ts";
+import { check, fail } from "../options.ts";
+import { linkedSignal, noAnswer } from "../signals.ts";
+import { timer } from "../time.ts";
+
+/** Options of {@link quorum}. */
+export interface QuorumOptions {
+  /**
+   * How many members may lose recent writes at the same time while no second holder gets in and
+   * no token repeats. An integer from 0 to N − 1; each one more costs a larger quorum (see the
+   * table in the module documentation). Default 0: a majority, as Redlock.
+   */
+  amnesia?: number;
+  /**
+   * Called with each member's failure (the member's error and its index in `backends`) while the
+   * quorum goes on without it. Default: none. A failure that leaves too few members to decide is
+   * also the operation's error.
+   */
+  onMemberError?: (error: unknown, member: number) => void;
+}
+
+const NAME = "quorum";
+const WHERE = `[${NAME}]`;
+/** The longest a request left behind by its decision may still run, in ms. */
+const STRAGGLER_MS = 10_000;
+
+/** The quorum size for `n` members of which `amnesia` may lose writes at once. */
+export function quorumSize(n: number, amnesia: number): number {
+  return Math.ceil((n + amnesia + 1) / 2);
+}
+
+type Answer<T> = { member: number; ok: true; value: T } | { member: number; ok: false; error: unknown };
+
+/**
+ * A Backend that decides each operation by a quorum of `backends`.
+ *
+ * @param backends N ≥ 3 independent backends (distinct databases, accounts or servers; any mix)
+ *   that implement `raiseFence`, as every built-in backend does.
+ * @param options `amnesia` and `onMemberError`.
+ * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'.
+ * @throws {TypeError} When `backends` is not an array of at least 3 distinct backends with
+ *   `raiseFence`, or an option has the wrong type.
+ * @throws {RangeError} When `amnesia` is not an integer from 0 to N − 1, or the members' ttl
+ *   ranges do not overlap.
+ *
+ * @example Five members that survive one losing its writes and one more being unreachable
+ * ```ts
+ * import { quorum } from "leasehold/quorum";
+ * import type { Backend } from "leasehold";
+ *
+ * declare const members: Backend[]; // five independent stores
+ *
+ * const backend = quorum(members, { amnesia: 1, onMemberError: (e, i) => console.warn(i, e) });
+ * ```
+ */
+export function quorum(backends: readonly Backend[], options: QuorumOptions = {}): Backend {
+  check(Array.isArray(backends), WHERE, "backends must be an array of backends");
+  const members = [...backends];
+  const n = members.length;
+  check(n >= 3, WHERE, `needs at least 3 backends, got ${n}`);
+  members.forEach((b, i) => {
+    const what = `backends[${i}]`;
+    check(
+      typeof b === "object" &&
+        b !== null &&
+        ["acquire", "renew", "release", "inspect"].every((m) => typeof b[m as keyof Backend] === "function"),
+      WHERE,
+      `${what} is not a Backend`,
+    );
+    check(
+      typeof b.raiseFence === "function",
+      WHERE,
+      `${what} (${String(b.name)}) has no raiseFence, which a quorum needs for fencing tokens that never go back`,
+    );
+    check(
+      members.indexOf(b) === i,
+      WHERE,
+      `${what} is backends[${members.indexOf(b)}] again: members must be independent`,
+    );
+  });
+  check(typeof options === "object" && options !== null, WHERE, "options must be an object");
+  const { amnesia = 0, onMemberError } = options;
+  check(
+    Number.isSafeInteger(amnesia) && amnesia >= 0 && amnesia < n,
+    WHERE,
+    `amnesia must be an integer from 0 to ${n - 1} (the backends - 1), got ${String(amnesia)}`,
+    RangeError,
+  );
+  check(
+    onMemberError === undefined || typeof onMemberError === "function",
+    WHERE,
+    "onMemberError must be a function",
+  );
+  const q = quorumSize(n, amnesia);
+  let min = 0;
+  let max = Number.POSITIVE_INFINITY;
+  for (const b of members) {
+    if (b.ttlRange) {
+      min = Math.max(min, b.ttlRange[0]);
+      max = Math.min(max, b.ttlRange[1]);
+    }
+  }
+  if (min > max) fail(WHERE, "the backends' ttl ranges do not overlap: no ttl suits them all", RangeError);
+  const ttlRange = members.some((b) => b.ttlRange) ? ([min, max] as const) : undefined;
+
+  /**
+   * Sends `send` to the members `to` (default: all) at once and resolves with what `decide` makes
+   * of the answers as soon as it can tell: it is called after each answer with the answers so far
+   * and how many are still out, and must decide once none is. The requests it did not wait for go
+   * on for at most `ms` more (or are cancelled when `cancel` is set); their answers go to `late`.
+   * Rejects with `signal`'s reason when that aborts first.
+   */
+  function fanOut<T, R>(
+    op: string,
+    signal: AbortSignal | undefined,
+    ms: number,
+    send: (member: Backend, signal: AbortSignal) => Promise<T>,
+    decide: (answers: Answer<T>[], pending: number) => R | undefined,
+    {
+      to = members.map((_, i) => i),
+      late = () => {},
+      cancel = false,
+    }: {
+      to?: number[];
+      late?: (answer: Answer<T>) => void;
+      cancel?: boolean;
+    } = {},
+  ): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      // Until the decision the caller's signal bounds the requests; after it, `ms` does.
+      const stop = new AbortController();
+      const inner = linkedSignal([signal, stop.signal]);
+      const answers: Answer<T>[] = [];
+      let pending = to.length;
+      let decided = false;
+      let cancelled = false;
+      let unbound = (): void => {};
+      const end = (): void => {
+        decided = true;
+        signal?.removeEventListener("abort", onAbort);
+        if (pending === 0) return;
+        if (cancel) {
+          cancelled = true;
+          stop.abort();
+        } else unbound = timer(ms, () => stop.abort(noAnswer(NAME, op, ms)));
+      };
+      const onAbort = (): void => {
+        end();
+        reject(signal!.reason);
+      };
+      const settle = (answer: Answer<T>): void => {
+        pending--;
+        // A member's own failure is reported; the end of a request we stopped waiting for is not.
+        if (!answer.ok && !signal?.aborted && !cancelled) {
+          try {
+            onMemberError?.(answer.error, answer.member);
+          } catch {}
+        }
+        if (decided) late(answer);
+        else {
+          answers.push(answer);
+          try {
+            const result = decide(answers, pending);
+            if (result !== undefined) {
+              end();
+              resolve(result);
+            }
+          } catch (error) {
+            end();
+            reject(error);
+          }
+        }
+        if (pending === 0) {
+          unbound();
+          inner.done();
+        }
+      };
+      if (signal?.aborted) return onAbort();
+      signal?.addEventListener("abort", onAbort, { once: true });
+      for (const member of to) {
+        Promise.resolve()
+          .then(() => send(members[member]!, inner.signal))
+          .then(
+            (value) => settle({ member, ok: true, value }),
+            (error: unknown) => settle({ member, ok: false, error }),
+          );
+      }
+    });
+  }
+
+  /** The error of an operation that too few members answered to decide. */
+  function tooFew(op: string, answers: Answer<unknown>[], key: string): BackendError {
+    const errors = answers.flatMap((a) => (a.ok ? [] : [a.error]));
+    const answered = answers.length - errors.length;
+    const detail = errors.map((e) => (e instanceof Error ? e.message : String(e))).join("; ");
+    return new BackendError(
+      `${op} ${JSON.stringify(key)}: ${answered} of ${n} backends answered, a quorum is ${q}: ${detail}`,
+      {
+        backend: NAME,
+        retryable: errors.some((e) => !(e instanceof BackendError) || e.retryable),
+        auth:
+          errors.length > 0 &&
+          errors.every((e) => e instanceof BackendError && e.code === "ERR_BACKEND_AUTH"),
+        cause: new AggregateError(errors, "the members' errors"),
+      },
+    );
+  }
+
+  // Requests left behind by a decision run at most one ttl (the last one asked for), after which
+  // the lease they are about has expired on the member anyway.
+  let lateMs = STRAGGLER_MS;
+  const lateBound = (ttl: number): number => {
+    lateMs = Math.min(ttl, STRAGGLER_MS);
+    return lateMs;
+  };
+  const giveBack = (member: number, key: string, nonce: string): void => {
+    members[member]!.release({ key, nonce, signal: AbortSignal.timeout(lateMs) }).catch((error: unknown) => {
+      try {
+        onMemberError?.(error, member);
+      } catch {}
+    });
+  };
+
+  return {
+    name: NAME,
+    ...(ttlRange ? { ttlRange } : {}),
+
+    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      const grants: { member: number; token: number }[] = [];
+      let granted = false;
+      const release = (): void => {
+        for (const g of grants) giveBack(g.member, key, nonce);
+      };
+      const outcome = await fanOut<AcquireResult, AcquireResult>(
+        "acquire",
+        signal,
+        lateBound(ttl),
+        (b, s) => b.acquire({ key, owner, nonce, ttl, signal: s }),
+        (answers, pending) => {
+          const last = answers.at(-1)!;
+          if (last.ok && last.value.ok) grants.push({ member: last.member, token: last.value.token });
+          if (grants.length >= q) {
+            granted = true;
+            return { ok: true, token: Math.max(...grants.map((g) => g.token)) };
+          }
+          if (grants.length + pending >= q) return undefined;
+          // No quorum can grant it now. Held, when so many refused that no quorum is free; else
+          // wait for the rest, and fail when they leave it undecided.
+          const refused = answers.filter((a) => a.ok && !a.value.ok).length;
+          if (refused <= n - q) {
+            if (pending === 0) throw tooFew("acquire", answers, key);
+            return undefined;
+          }
+          // When could a quorum be free? Our grants are given back at once.
+          const free = answers
+            .map((a) =>
+              !a.ok
+                ? Number.POSITIVE_INFINITY
+                : a.value.ok
+                  ? 0
+                  : (a.value.retryAfter ?? Number.POSITIVE_INFINITY),
+            )
+            .sort((x, y) => x - y);
+          const after = free[q - 1] ?? Number.POSITIVE_INFINITY;
+          return Number.isFinite(after) ? { ok: false, retryAfter: after } : { ok: false };
+        },
+        {
+          // Grants that land after the decision: part of our lease when granted, else given back.
+          late: (a) => {
+            if (a.ok && a.value.ok && !granted) giveBack(a.member, key, nonce);
+          },
+        },
+      ).catch((error: unknown) => {
+        release();
+        throw error;
+      });
+      if (!outcome.ok) {
+        release();
+        return outcome;
+      }
+      const { token } = outcome;
+      let raised = grants.filter((g) => g.token === token).length;
+      if (raised >= q) return outcome;
+      // Some counters drifted apart (a member was down, or forgot): raise those that granted
+      // below the token until a quorum of the grants has a counter of at least the token.
+      const behind = grants.filter((g) => g.token < token).map((g) => g.member);
+      const done = await fanOut<boolean, boolean>(
+        "raise fence",
+        signal,
+        lateBound(ttl),
+        (b, s) => b.raiseFence!({ key, owner, nonce, token, signal: s }),
+        (answers, pending) => {
+          const last = answers.at(-1)!;
+          if (last.ok && last.value) raised++;
+          if (raised >= q) return true;
+          return raised + pending < q ? false : undefined;
+        },
+        { to: behind },
+      ).catch((error: unknown) => {
+        release();
+        throw error;
+      });
+      if (done) return outcome;
+      release();
+      throw new BackendError(
+        `acquire ${JSON.stringify(key)}: granted by a quorum, but its fence counter could not be raised to ${token} on ${q} members`,
+        { backend: NAME, retryable: true },
+      );
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      return fanOut<boolean, boolean>(
+        "renew",
+        signal,
+        lateBound(ttl),
+        (b, s) => b.renew({ key, nonce, ttl, signal: s }),
+        (answers, pending) => {
+          const yes = answers.filter((a) => a.ok && a.value).length;
+          const no = answers.filter((a) => a.ok && !a.value).length;
+          if (yes >= q) return true;
+          if (no > n - q) return false; // a quorum can no longer renew: the lease is lost
+          if (pending === 0) throw tooFew("renew", answers, key);
+          return undefined;
+        },
+      );
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      await fanOut<void, true>(
+        "release",
+        signal,
+        lateMs,
+        (b, s) => b.release({ key, nonce, signal: s }),
+        (answers, pending) => {
+          const ok = answers.filter((a) => a.ok).length;
+          if (ok >= q) return true;
+          if (ok + pending < q) throw tooFew("release", answers, key);
+          return undefined;
+        },
+      );
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      return fanOut<HolderInfo | null, HolderInfo | null | "none">(
+        "inspect",
+        signal,
+        lateMs,
+        (b, s) => b.inspect(key, s),
+        (answers, pending) => {
+          const groups = new Map<string, HolderInfo[]>();
+          for (const a of answers) {
+            if (!a.ok || a.value === null) continue;
+            const id = `${a.value.token}|${a.value.owner}`;
+            groups.set(id, [...(groups.get(id) ?? []), a.value]);
+          }
+          let best: HolderInfo[] = [];
+          for (const g of groups.values()) if (g.length > best.length) best = g;
+          if (best.length >= q) {
+            const left = best.map((h) => h.ttlLeft).filter((t): t is number => t !== undefined);
+            const { owner, token } = best[0]!;
+            return left.length ? { owner, token, ttlLeft: Math.min(...left) } : { owner, token };
+          }
+          if (best.length + pending >= q) return undefined;
+          // No holder can have a quorum: free, once a quorum answered.
+          if (answers.filter((a) => a.ok).length >= q) return "none";
+          if (pending === 0) throw tooFew("inspect", answers, key);
+          return undefined;
+        },
+        { cancel: true },
+      ).then((holder) => (holder === "none" ? null : holder));
+    },
+
+    async raiseFence(r): Promise<boolean> {
+      return fanOut<boolean, boolean>(
+        "raise fence",
+        r.signal,
+        lateMs,
+        (b, s) => b.raiseFence!({ ...r, signal: s }),
+        (answers, pending) => {
+          const yes = answers.filter((a) => a.ok && a.value).length;
+          if (yes >= q) return true;
+          return yes + pending < q ? false : undefined;
+        },
+      );
+    },
+  };
+}

@@ -1,0 +1,49 @@
+// The backend conformance suite against quorums of real backends: 3 and 5 independent databases
+// (a redis-server behind an Upstash-REST bridge each), and a mix of two databases with Azurite
+// (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently).
+import { afterAll, beforeAll, describe, inject, it } from "vitest";
+import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
+import { quorum } from "../../../src/backends/quorum.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import { testBackend } from "../../../src/testing.ts";
+import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";
+
+const az = inject("azurite");
+const dbs: UpstashDatabase[] = [];
+const members = (count: number) => dbs.slice(0, count).map((d) => upstash({ url: d.url, token: d.token }));
+
+beforeAll(async () => {
+  dbs.push(...(await startDatabases(5)));
+});
+afterAll(async () => {
+  await Promise.all(dbs.map((d) => d.stop()));
+});
+
+describe("quorum conformance", () => {
+  describe("3 databases, amnesia 0 (quorum 2)", () => {
+    testBackend({ describe, it }, { backend: () => quorum(members(3)), ttl: 1_000, prefix: "quorum-3" });
+  });
+  describe("5 databases, amnesia 1 (quorum 4)", () => {
+    testBackend(
+      { describe, it },
+      { backend: () => quorum(members(5), { amnesia: 1 }), ttl: 1_000, prefix: "quorum-5" },
+    );
+  });
+  // Azure's 15 s ttl: its checks run concurrently, each on its own lock name.
+  describe.concurrent("2 databases and Azurite, amnesia 0 (quorum 2)", () => {
+    testBackend(
+      { describe, it },
+      {
+        backend: () =>
+          quorum([
+            ...members(2),
+            azureBlob({ connectionString: az.connectionString, container: "quorum", createContainer: true }),
+          ]),
+        ttl: 15_000,
+        cycles: 100,
+        contenders: 30,
+        prefix: "quorum-mix",
+      },
+    );
+  });
+});

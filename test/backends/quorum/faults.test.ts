@@ -1,0 +1,219 @@
+// quorum() with real members (independent redis-servers behind Upstash-REST bridges) failing:
+// a member down the whole time, a member wiped while a lease is held (as a failover that loses
+// writes), a member partitioned by the fault proxy, counters that drifted apart; and its checks.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Backend } from "../../../src/backend.ts";
+import { memory } from "../../../src/backends/memory.ts";
+import { quorum, quorumSize } from "../../../src/backends/quorum.ts";
+import { upstash } from "../../../src/backends/upstash/index.ts";
+import { BackendError, createMutex } from "../../../src/index.ts";
+import { sleep } from "../../../src/time.ts";
+import { freePort } from "../../harness/servers/azurite.ts";
+import { type FaultProxy, startFaultProxy } from "../../harness/servers/fault-proxy.ts";
+import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";
+
+const dbs: UpstashDatabase[] = [];
+let proxy: FaultProxy;
+let downUrl: string;
+const member = (d: UpstashDatabase) => upstash({ url: d.url, token: d.token });
+const name = () => `q-${crypto.randomUUID().slice(0, 8)}`;
+
+beforeAll(async () => {
+  dbs.push(...(await startDatabases(4)));
+  proxy = startFaultProxy(dbs[3]!.url);
+  downUrl = `http://127.0.0.1:${await freePort()}`; // nothing listens there: connection refused
+});
+afterAll(async () => {
+  await proxy?.stop();
+  await Promise.all(dbs.map((d) => d.stop()));
+});
+
+describe("quorum(): its size and its checks", () => {
+  it("quorumSize is ceil((N + amnesia + 1) / 2): two quorums share amnesia + 1 members", () => {
+    const table = [
+      [3, 0, 2],
+      [3, 1, 3],
+      [4, 1, 3],
+      [5, 0, 3],
+      [5, 1, 4],
+      [5, 2, 4],
+      [7, 1, 5],
+      [7, 2, 5],
+    ];
+    for (const [n, a, q] of table) {
+      expect(quorumSize(n!, a!), `N ${n}, amnesia ${a}`).toBe(q);
+      expect(2 * q! - n!, "members two quorums share").toBeGreaterThanOrEqual(a! + 1);
+    }
+  });
+
+  it("rejects at creation what cannot hold, naming what is wrong", () => {
+    const m = () => memory();
+    const noRaise: Backend = { ...memory(), raiseFence: undefined };
+    const one = m();
+    const cases: [() => unknown, ErrorConstructor | RangeErrorConstructor, string][] = [
+      [() => quorum("x" as never), TypeError, "[leasehold] [quorum] backends must be an array of backends"],
+      [() => quorum([m(), m()]), TypeError, "[leasehold] [quorum] needs at least 3 backends, got 2"],
+      [() => quorum([m(), m(), {} as never]), TypeError, "[leasehold] [quorum] backends[2] is not a Backend"],
+      [
+        () => quorum([m(), noRaise, m()]),
+        TypeError,
+        "[leasehold] [quorum] backends[1] (memory) has no raiseFence, which a quorum needs for fencing tokens that never go back",
+      ],
+      [
+        () => quorum([one, m(), one]),
+        TypeError,
+        "[leasehold] [quorum] backends[2] is backends[0] again: members must be independent",
+      ],
+      [
+        () => quorum([m(), m(), m()], { amnesia: 3 }),
+        RangeError,
+        "[leasehold] [quorum] amnesia must be an integer from 0 to 2 (the backends - 1), got 3",
+      ],
+      [
+        () => quorum([m(), m(), m()], { amnesia: 0.5 }),
+        RangeError,
+        "[leasehold] [quorum] amnesia must be an integer from 0 to 2 (the backends - 1), got 0.5",
+      ],
+      [
+        () => quorum([m(), m(), m()], { onMemberError: "log" as never }),
+        TypeError,
+        "[leasehold] [quorum] onMemberError must be a function",
+      ],
+      [
+        () => quorum([{ ...m(), ttlRange: [15_000, 60_000] }, { ...m(), ttlRange: [1, 10_000] }, m()]),
+        RangeError,
+        "[leasehold] [quorum] the backends' ttl ranges do not overlap: no ttl suits them all",
+      ],
+    ];
+    for (const [make, type, message] of cases) expect(make).toThrow(new type(message));
+    expect(
+      quorum([{ ...m(), ttlRange: [15_000, 60_000] }, { ...m(), ttlRange: [1, 30_000] }, m()]).ttlRange,
+    ).toEqual([15_000, 30_000]);
+    expect(quorum([m(), m(), m()]).ttlRange).toBeUndefined();
+  });
+});
+
+describe("quorum(): members that fail", () => {
+  it("one member down the whole time: 3 members with amnesia 0 still lock (quorum 2); with amnesia 1 (quorum 3) every operation fails clearly", async () => {
+    const failures: number[] = [];
+    const members = () => [member(dbs[0]!), member(dbs[1]!), upstash({ url: downUrl, token: "t" })];
+    const backend = quorum(members(), { onMemberError: (_e, i) => failures.push(i) });
+    const lock = name();
+    const a = createMutex(backend, { name: lock, ttl: 2_000, owner: "a" });
+    const lease = await a.acquire({ timeout: 5_000 });
+    expect(await createMutex(quorum(members()), { name: lock, ttl: 2_000 }).tryAcquire()).toBeNull();
+    await sleep(2_500); // several renewals, each by 2 of 3
+    expect(lease.signal.aborted).toBe(false);
+    expect(await a.holder()).toEqual({ owner: "a", token: lease.token });
+    await lease.release();
+    expect(await a.holder()).toBeNull();
+    expect(failures.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(failures)).toEqual(new Set([2]));
+
+    const strict = createMutex(quorum(members(), { amnesia: 1 }), { name: name(), ttl: 2_000 });
+    const e = await strict.tryAcquire().catch((error: unknown) => error);
+    expect(e).toBeInstanceOf(BackendError);
+    expect((e as BackendError).retryable).toBe(true);
+    expect((e as BackendError).message).toMatch(
+      /^\[leasehold\] \[quorum\] acquire "q-\w+": 2 of 3 backends answered, a quorum is 3: \[leasehold\] \[upstash\] request failed: /,
+    );
+  });
+
+  it("a member wiped while a lease is held (amnesia 1, 4 members): no second holder, and the next token is greater than every earlier one", async () => {
+    const lock = name();
+    const backend = () => quorum(dbs.map(member), { amnesia: 1 }); // quorum 3 of 4
+    const first = createMutex(backend(), { name: lock, ttl: 3_000, owner: "first" });
+    const tokens: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const l = await first.acquire({ timeout: 5_000 });
+      tokens.push(l.token);
+      await l.release();
+    }
+    const held = await first.acquire({ timeout: 5_000 });
+    tokens.push(held.token);
+    await dbs[0]!.wipe(); // the member forgets the lease and the fence counter
+    expect(await member(dbs[0]!).inspect(lock)).toBeNull();
+    const second = createMutex(backend(), { name: lock, ttl: 3_000, owner: "second" });
+    expect(await second.tryAcquire()).toBeNull(); // the wiped member grants, the 3 others refuse
+    await sleep(1_500); // renewals go on with 3 of 4
+    expect(held.signal.aborted).toBe(false);
+    expect(await second.tryAcquire()).toBeNull();
+    await held.release();
+    const next = await second.acquire({ timeout: 5_000 });
+    expect(next.token).toBeGreaterThan(Math.max(...tokens));
+    // The wiped member's counter was raised with the lease: every member reports the same token.
+    for (const d of dbs)
+      expect(await member(d).inspect(lock)).toMatchObject({ owner: "second", token: next.token });
+    await next.release();
+  });
+
+  it("a member partitioned mid-lease: the quorum neither waits for it nor loses the lease; after healing all goes on", async () => {
+    const client = await proxy.client("partitioned");
+    const members = () => [member(dbs[0]!), member(dbs[1]!), upstash({ url: client, token: dbs[3]!.token })];
+    const lock = name();
+    const a = createMutex(quorum(members()), { name: lock, ttl: 60_000, owner: "a" });
+    proxy.partition("partitioned");
+    try {
+      // Waiting for the black-holed member would take the whole acquire bound (about 59 s).
+      const lease = await Promise.race([a.acquire({ timeout: 20_000 }), sleep(10_000).then(() => null)]);
+      expect(lease, "acquire waited for the partitioned member").not.toBeNull();
+      const renewed = await Promise.race([lease!.renew().then(() => true), sleep(10_000).then(() => false)]);
+      expect(renewed, "renew waited for the partitioned member").toBe(true);
+      expect(await a.holder()).toEqual({ owner: "a", token: lease!.token });
+      proxy.heal("partitioned");
+      await lease!.renew();
+      await lease!.release();
+      expect(proxy.counts().blackholed).toBeGreaterThanOrEqual(3);
+    } finally {
+      proxy.heal();
+    }
+    const again = await a.acquire({ timeout: 5_000 });
+    // The healed member's grant may land after the quorum decided; it joins the lease then.
+    await expect.poll(() => member(dbs[3]!).inspect(lock)).toMatchObject({ owner: "a" });
+    await again.release();
+  });
+
+  it("counters that drifted apart: the token is the largest grant, those behind are raised in one more round trip; in step again, one round trip", async () => {
+    const lock = name();
+    const slow = startFaultProxy(dbs[1]!.url);
+    try {
+      const lagging = await proxy.client("lagging");
+      const delayed = await slow.client("slow");
+      const m = createMutex(
+        quorum([
+          member(dbs[0]!),
+          upstash({ url: delayed, token: dbs[1]!.token }),
+          upstash({ url: lagging, token: dbs[3]!.token }),
+        ]),
+        { name: lock, owner: "q" },
+      );
+      // Member 2 is cut off for 3 terms: its counter stays behind the others'.
+      proxy.partition("lagging");
+      for (let i = 1; i <= 3; i++) {
+        const l = await m.acquire();
+        expect(l.token).toBe(i);
+        await l.release();
+      }
+      proxy.heal("lagging");
+      // Member 1 answers acquires late, so the quorum is members 0 (token 4) and 2 (token 1).
+      slow.setRule((req) => (req.body.includes("INCR") ? { kind: "delay", ms: 500 } : undefined));
+      for (const d of dbs) d.bridge.resetStats();
+      const lease = await m.acquire();
+      expect(lease.token).toBe(4);
+      for (const d of [dbs[0]!, dbs[1]!, dbs[3]!]) {
+        await expect.poll(() => member(d).inspect(lock)).toMatchObject({ owner: "q", token: 4 });
+      }
+      expect(dbs[3]!.bridge.stats().total).toBe(2 + 1); // its acquire, the raise, one inspect above
+      await lease.release();
+      slow.setRule(undefined);
+      for (const d of dbs) d.bridge.resetStats();
+      const steady = await m.acquire();
+      expect(steady.token).toBe(5);
+      await steady.release();
+      const requests = () => [dbs[0]!, dbs[1]!, dbs[3]!].map((d) => d.bridge.stats().total);
+      await expect.poll(requests).toEqual([2, 2, 2]); // acquire and release, no raise
+    } finally {
+      await slow.stop();
+    }
+  });
+});

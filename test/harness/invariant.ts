@@ -1,0 +1,283 @@
+// The invariant test's machinery (test/system/invariant*.test.ts): 8 OS processes contend on one
+// lock name through the fault proxy (random delays, hangs, resets, 5xx HTML/XML pages, truncated
+// bodies, short partitions of one client) and write to a fenced Redis "resource" while they hold
+// the lease (and sometimes just after losing it). From their logs we check:
+//   1. no two unaborted leases overlapped in time ([acquired, aborted] per token, across processes;
+//      every lease is closed by its aborted line, at the latest the one its final release writes);
+//   2. every rejected fenced write came from a holder whose signal had already aborted, and no
+//      write was accepted with a token below one accepted before it was issued;
+//   3. tokens strictly increase in acquisition order;
+//   4. no process hung: each ends by itself within the run time plus a margin.
+import { type ChildProcess, spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { expect, it } from "vitest";
+import { killAll } from "./servers/children.ts";
+import {
+  type FaultProxy,
+  type FaultRule,
+  type RandomFaults,
+  randomRule,
+  seededRandom,
+} from "./servers/fault-proxy.ts";
+
+export const PROCESSES = 8;
+export const TTL = 1_500;
+export const RETRY_DELAY = 150;
+export const EXIT_MARGIN = 20_000; // startup (tsx), the last release, a last simulated pause
+
+const FAULTS: Omit<RandomFaults, "seed"> = {
+  delay: 0.04,
+  delayResponse: 0.03,
+  hang: 0.01,
+  reset: 0.02,
+  status: 0.03,
+  truncate: 0.02,
+  partition: 0.004,
+  delayMs: [5, 400],
+  partitionMs: [300, 2_500],
+};
+/** Of the renewals (the holder's requests), this share starts a partition of the holder. */
+const HOLDER_PARTITION = 0.3;
+
+/** Random faults on every request, plus partitions aimed at the holder through its renewals. */
+export function faultRule(seed: number): FaultRule {
+  const base = randomRule({ seed, ...FAULTS });
+  const rnd = seededRandom(seed ^ 0x5bd1e995);
+  return (req) => {
+    const renewal = req.body.includes("PEXPIRE") && !req.body.includes("INCR");
+    if (renewal && rnd() < HOLDER_PARTITION)
+      return { kind: "partition", ms: Math.round(300 + rnd() * 2_200) };
+    return base(req);
+  };
+}
+
+export interface Line {
+  t: number;
+  id: string;
+  ev: string;
+  token?: number;
+  accepted?: boolean;
+  signalAbortedAtIssue?: boolean;
+  stale?: boolean;
+  issued?: number;
+  reason?: string;
+  [k: string]: unknown;
+}
+
+/** Runs one worker; resolves its lines, how long it ran, and whether it had to be killed. */
+function runWorker(
+  children: ChildProcess[],
+  i: number,
+  env: Record<string, string>,
+  limit: number,
+): Promise<{ lines: Line[]; ms: number; code: number | null; killed: boolean; stderr: string }> {
+  const script = fileURLToPath(new URL("./fixtures/invariant-worker.ts", import.meta.url));
+  const t0 = performance.now();
+  const child = spawn(process.execPath, ["--import", "tsx", script], {
+    env: { ...process.env, ...env, LH_ID: `w${i}` },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  children.push(child);
+  let out = "";
+  let stderr = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (stderr += d));
+  let killed = false;
+  const timer = setTimeout(() => {
+    killed = true;
+    child.kill("SIGKILL");
+  }, limit);
+  return new Promise((resolve) => {
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      const lines = out
+        .split("\n")
+        .filter((l) => l.trim() !== "")
+        .map((l) => JSON.parse(l) as Line);
+      resolve({ lines, ms: performance.now() - t0, code, killed, stderr: stderr.slice(-2_000) });
+    });
+  });
+}
+
+/** What one run is: its length, its fault seed, the proxy, and each worker's backend variables. */
+export interface InvariantRun {
+  duration: number;
+  seed: number;
+  /** The fault proxy in front of the (or one) lock server; its rule is set for the run. */
+  proxy: FaultProxy;
+  /** The variables of worker `i` besides the common ones, given its own proxy client URL. */
+  env: (clientUrl: string, i: number) => Record<string, string>;
+}
+
+/** Runs the workers under faults, checks the invariants (1-4), logs and returns the summary. */
+export async function runInvariant(o: InvariantRun) {
+  const children: ChildProcess[] = [];
+  const name = `invariant-${crypto.randomUUID().slice(0, 8)}`;
+  try {
+    const urls = await Promise.all(Array.from({ length: PROCESSES }, (_, i) => o.proxy.client(`w${i}`)));
+    o.proxy.setRule(faultRule(o.seed));
+    const results = await Promise.all(
+      urls.map((url, i) =>
+        runWorker(
+          children,
+          i,
+          {
+            ...o.env(url, i),
+            LH_NAME: name,
+            LH_DURATION_MS: String(o.duration),
+            LH_TTL: String(TTL),
+            LH_RETRY_DELAY: String(RETRY_DELAY),
+            LH_SEED: String(o.seed + i + 1),
+          },
+          o.duration + EXIT_MARGIN,
+        ),
+      ),
+    );
+    const faults = o.proxy.counts();
+    o.proxy.setRule(undefined);
+
+    // 4. No process hung or crashed.
+    for (const [i, r] of results.entries()) {
+      expect(r.killed, `w${i} did not exit by itself within ${o.duration + EXIT_MARGIN} ms`).toBe(false);
+      expect(r.code, `w${i} exit code; stderr: ${r.stderr}`).toBe(0);
+      expect(r.lines.at(-1)?.ev, `w${i} last line`).toBe("exit");
+      expect(r.lines.filter((l) => l.ev === "crash")).toEqual([]);
+    }
+    const lines = results.flatMap((r) => r.lines);
+
+    // Leases: [acquired, aborted] per (process, token).
+    const leases = new Map<
+      string,
+      { id: string; token: number; from: number; to?: number; reason?: string }
+    >();
+    for (const l of lines) {
+      const key = `${l.id}/${l.token}`;
+      if (l.ev === "acquired") {
+        expect(leases.has(key), `token ${l.token} acquired twice`).toBe(false);
+        leases.set(key, { id: l.id, token: l.token!, from: l.t });
+      } else if (l.ev === "aborted") {
+        const lease = leases.get(key)!;
+        expect(lease, `aborted without acquired: ${key}`).toBeDefined();
+        lease.to = l.t;
+        lease.reason = l.reason;
+      }
+    }
+    const all = [...leases.values()].sort((a, b) => a.from - b.from);
+    for (const lease of all) expect(lease.to, `lease ${lease.id}/${lease.token} never closed`).toBeDefined();
+
+    // 1. No overlap, and 3. tokens strictly increase in acquisition order.
+    let minGap = Number.POSITIVE_INFINITY;
+    const overlaps: string[] = [];
+    for (let i = 1; i < all.length; i++) {
+      const prev = all[i - 1]!;
+      const cur = all[i]!;
+      expect(cur.token, `token after ${prev.id}/${prev.token}`).toBeGreaterThan(prev.token);
+      const gap = cur.from - prev.to!;
+      minGap = Math.min(minGap, gap);
+      if (gap < 0)
+        overlaps.push(`${prev.id}/${prev.token} [..${prev.to}] and ${cur.id}/${cur.token} [${cur.from}..]`);
+    }
+    // Sorted by start, a later lease could still overlap an earlier one that is not its
+    // predecessor only if the predecessor is nested in it; the token check above rules that out,
+    // but check every pair anyway.
+    for (let i = 0; i < all.length; i++) {
+      for (let j = i + 1; j < all.length && all[j]!.from < all[i]!.to!; j++) {
+        overlaps.push(`${all[i]!.id}/${all[i]!.token} overlaps ${all[j]!.id}/${all[j]!.token}`);
+      }
+    }
+    expect([...new Set(overlaps)]).toEqual([]);
+
+    // 2. Fencing: no live holder's write was rejected; stale writes may be.
+    const writes = lines.filter((l) => l.ev === "write");
+    const live = writes.filter((w) => !w.signalAbortedAtIssue);
+    const stale = writes.filter((w) => w.signalAbortedAtIssue);
+    const rejectedLive = live.filter((w) => !w.accepted);
+    expect(rejectedLive, "fenced writes rejected while the writer's signal was unaborted").toEqual([]);
+    // Every live write lies inside its own lease's interval.
+    for (const w of live) {
+      const lease = leases.get(`${w.id}/${w.token}`)!;
+      expect(w.issued!).toBeGreaterThanOrEqual(lease.from);
+      expect(w.issued!).toBeLessThanOrEqual(lease.to!);
+    }
+    expect(lines.filter((l) => l.ev === "writeError")).toEqual([]);
+    // No write was accepted with a token below one that was accepted before it was issued.
+    const accepted = writes.filter((w) => w.accepted).sort((a, b) => a.t - b.t);
+    const highest: number[] = [];
+    for (const w of accepted) highest.push(Math.max(highest.at(-1) ?? 0, w.token!));
+    const acceptedStale = accepted.filter((w) => {
+      let lo = 0;
+      let hi = accepted.length; // first write that completed at or after w was issued
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (accepted[mid]!.t < w.issued!) lo = mid + 1;
+        else hi = mid;
+      }
+      return lo > 0 && w.token! < highest[lo - 1]!;
+    });
+    expect(acceptedStale, "writes accepted below a token accepted before them").toEqual([]);
+
+    const reasons: Record<string, number> = {};
+    for (const lease of all) {
+      const r = /released/.test(lease.reason ?? "")
+        ? "released"
+        : /deadline|after its deadline/.test(lease.reason ?? "")
+          ? "deadline passed"
+          : /another owner/.test(lease.reason ?? "")
+            ? "not ours"
+            : /stalled/.test(lease.reason ?? "")
+              ? "stall"
+              : "other";
+      reasons[r] = (reasons[r] ?? 0) + 1;
+    }
+    const summary = {
+      seed: o.seed,
+      durationMs: o.duration,
+      processes: PROCESSES,
+      ttl: TTL,
+      acquisitions: all.length,
+      holders: new Set(all.map((l) => l.id)).size,
+      leaseEnds: reasons,
+      minGapMs: Number(minGap.toFixed(2)),
+      faults,
+      requestsThroughProxy: Object.values(o.proxy.requests()).reduce((a, b) => a + b, 0),
+      writes: {
+        live: live.length,
+        liveAccepted: live.filter((w) => w.accepted).length,
+        liveRejected: rejectedLive.length,
+        stale: stale.length,
+        staleAccepted: stale.filter((w) => w.accepted).length,
+        staleRejected: stale.filter((w) => !w.accepted).length,
+      },
+      exitMs: results.map((r) => Math.round(r.ms)),
+      acquireErrors: lines.filter((l) => l.ev === "acquireError").length,
+    };
+    console.log(`[invariant] ${JSON.stringify(summary, null, 2)}`);
+
+    // The run must have been meaningful: many handovers, fencing exercised.
+    expect(all.length).toBeGreaterThanOrEqual(Math.floor(o.duration / 4_000));
+    expect(summary.holders).toBeGreaterThanOrEqual(Math.min(PROCESSES, 4));
+    expect(summary.writes.liveAccepted).toBeGreaterThan(0);
+    return summary;
+  } finally {
+    await killAll(children);
+  }
+}
+
+/**
+ * Registers the invariant test `title`: a run of LEASEHOLD_SOAK_MS (default `ms`) per process
+ * with the fault seed LEASEHOLD_SEED (default random), then `more` checks on its summary.
+ */
+export function invariantTest(
+  title: string,
+  ms: number,
+  setup: () => Omit<InvariantRun, "duration" | "seed">,
+  more: (summary: Awaited<ReturnType<typeof runInvariant>>) => void,
+): void {
+  const duration = Number(process.env.LEASEHOLD_SOAK_MS ?? ms);
+  const seed = Number(process.env.LEASEHOLD_SEED ?? Math.floor(Math.random() * 2 ** 31));
+  it(`${PROCESSES} processes ${title}: one live holder at a time, fencing, monotonic tokens, no hang`, {
+    timeout: duration + EXIT_MARGIN + 10_000,
+  }, async () => {
+    more(await runInvariant({ ...setup(), duration, seed }));
+  });
+}
