@@ -13,10 +13,13 @@
 //   9 cloudflare    bench/cloudflare.ts, in a child process (node): the Durable Object's route
 //                   beside Upstash (its failover, handoff, contention and size rows are in 3-5)
 //  10 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
+//  11 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
+//                   postgres() vs a pg advisory lock on one pg Pool
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { runClients } from "./clients.ts";
 import type { CloudflareResult, CloudflareTargets } from "./cloudflare.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
 import { runContention } from "./contention.ts";
@@ -188,6 +191,13 @@ try {
   );
   const dynamodb = await runDynamoDB(plan.iterations, plan.warmup, plan.failTrials);
 
+  log(`11 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const clients = await runClients(
+    { redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
+    plan.iterations,
+    plan.warmup,
+  );
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -203,6 +213,7 @@ try {
     denoKv,
     cloudflare,
     dynamodb,
+    clients,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);

@@ -27,7 +27,16 @@ export async function cycle(opts) {
   await lease?.release();
 }`;
 
-const ENTRIES: Record<string, { label: string; code: string }> = {
+/** Peers built for Node (they import Node built-ins), their client library left out like ours. */
+interface Entry {
+  label: string;
+  code: string;
+  node?: { external: string[] };
+}
+
+const PEERS = new Set(["upstash-lock", "azure-sdk", "redlock", "redis-semaphore"]);
+
+const ENTRIES: Record<string, Entry> = {
   core: { label: "leasehold core alone (createMutex)", code: ours("", "opts.backend") },
   memory: {
     label: "leasehold core + memory",
@@ -40,6 +49,34 @@ const ENTRIES: Record<string, { label: string; code: string }> = {
   azure: {
     label: "leasehold core + azure-blob",
     code: ours('import { azureBlob } from "../src/backends/azure-blob/index.ts";', "azureBlob(opts)"),
+  },
+  redis: {
+    label: "leasehold core + redis (the client not counted)",
+    code: ours('import { redis } from "../src/backends/redis/index.ts";', "redis(opts)"),
+  },
+  postgres: {
+    label: "leasehold core + postgres (the driver not counted)",
+    code: ours('import { postgres } from "../src/backends/postgres/index.ts";', "postgres(opts)"),
+  },
+  redlock: {
+    label: "redlock 5 (ioredis not counted; built for node)",
+    code: `
+import Redlock from "redlock";
+export async function cycle(client) {
+  const lock = await new Redlock([client]).acquire(["job"], 10000);
+  await (await lock.extend(10000)).release();
+}`,
+    node: { external: ["ioredis"] },
+  },
+  "redis-semaphore": {
+    label: "redis-semaphore Mutex (ioredis not counted; built for node)",
+    code: `
+import { Mutex } from "redis-semaphore";
+export async function cycle(client) {
+  const m = new Mutex(client, "job");
+  if (await m.tryAcquire()) await m.release();
+}`,
+    node: { external: ["ioredis"] },
   },
   election: {
     label: "leasehold core + memory + election (createElection, lead)",
@@ -84,13 +121,14 @@ export async function cycle(url) {
 
 export async function runSize(): Promise<SizeResult> {
   const rows: SizeRow[] = [];
-  for (const [id, { label, code }] of Object.entries(ENTRIES)) {
+  for (const [id, { label, code, node }] of Object.entries(ENTRIES)) {
     const out = await build({
       stdin: { contents: code, resolveDir: new URL(".", import.meta.url).pathname, loader: "ts" },
       bundle: true,
       minify: true,
       format: "esm",
-      platform: "browser",
+      platform: node ? "node" : "browser",
+      ...(node ? { external: node.external } : {}),
       target: "es2022",
       write: false,
       metafile: true,
@@ -99,7 +137,7 @@ export async function runSize(): Promise<SizeResult> {
     const bytes = out.outputFiles[0]!.contents;
     const row: SizeRow = { id, label, minified: bytes.length, gzip: gzipSync(bytes, { level: 9 }).length };
     const output = Object.values(out.metafile.outputs)[0];
-    if (output && id !== "upstash-lock" && id !== "azure-sdk") {
+    if (output && !PEERS.has(id)) {
       row.inputs = Object.fromEntries(
         Object.entries(output.inputs)
           .filter(([file]) => file.startsWith("src/"))

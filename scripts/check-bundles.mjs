@@ -25,8 +25,11 @@ const jsr = JSON.parse(readFileSync(`${root}jsr.json`, "utf8"));
 // Strings only an adapter's code contains (they survive minification: protocol text).
 const ADAPTERS = {
   "./memory": { markers: [/"memory"/], stem: "memory", factory: "memory" },
-  "./upstash": { markers: [/upstash/i, /redis\.call/], stem: "upstash", factory: "upstash" },
+  // The Lua scripts are shared (src/backends/shared/redis-scripts.ts): EVAL_RO is upstash's own.
+  "./upstash": { markers: [/"upstash"/, /EVAL_RO/], stem: "upstash", factory: "upstash" },
   "./azure-blob": { markers: [/azure/i, /x-ms-lease/], stem: "azure", factory: "azureBlob" },
+  "./redis": { markers: [/"redis"/, /NOSCRIPT/], stem: "redis", factory: "redis" },
+  "./postgres": { markers: [/"postgres"/, /ON CONFLICT/], stem: "postgres", factory: "postgres" },
   "./quorum": { markers: [/"quorum"/, /a quorum is/], stem: "quorum", factory: "quorum" },
   "./deno-kv": { markers: [/"deno-kv"/, /versionstamp/], stem: "deno-kv", factory: "denoKv" },
   "./cloudflare": {

@@ -10,6 +10,8 @@ import {
   type AzuriteServer,
   startAzurite,
 } from "../../test/harness/servers/azurite.ts";
+import { freePort } from "../../test/harness/servers/listen.ts";
+import { type PostgresServer, startPostgres } from "../../test/harness/servers/postgres.ts";
 import { type RedisServer, startRedis } from "../../test/harness/servers/redis.ts";
 import { startBridge, type UpstashBridge } from "../../test/harness/servers/upstash-bridge.ts";
 
@@ -17,6 +19,8 @@ export interface Servers {
   redis: RedisServer;
   bridge: UpstashBridge;
   azurite: AzuriteServer;
+  /** PostgreSQL, for item 7 (bench/clients.ts); redis.port is the redis-server's TCP port. */
+  postgres: PostgresServer;
   azure: { accountUrl: string; accountName: string; accountKey: string; container: string };
   /** workerd (Miniflare, in a child process) with the LeaseholdLock object; `url` is its lockHandler route. */
   workerd: { url: string; token: string; origin: string };
@@ -30,18 +34,21 @@ export async function startServers(): Promise<Servers> {
     for (const s of stops.splice(0).reverse()) await s().catch(() => {});
   };
   try {
-    const redis = await startRedis();
+    const redis = await startRedis({ port: await freePort() });
     stops.push(() => redis.stop());
     const bridge = await startBridge({ redis: redis.socket });
     stops.push(() => bridge.stop());
     const azurite = await startAzurite();
     stops.push(() => azurite.stop());
     const workerd = await startWorkerdChild(stops);
+    const postgres = await startPostgres();
+    stops.push(() => postgres.stop());
     return {
       workerd,
       redis,
       bridge,
       azurite,
+      postgres,
       azure: {
         accountUrl: azurite.accountUrl,
         accountName: AZURITE_ACCOUNT,

@@ -1,5 +1,6 @@
-// Over 300 lines on purpose: the backend keeps its state (the fence memory, the read-only
-// fallback) in one closure; the Lua scripts are in scripts.ts and fromEnv in env.ts.
+// The backend keeps its state (the read-only fallback) in one closure; the Lua scripts and the
+// lock logic (the fence memory included) are in ../shared/redis-scripts.ts, shared with the redis
+// backend, and fromEnv in env.ts.
 /**
  * The Upstash Redis backend: speaks Upstash's REST API with `fetch` only, no client library.
  * Each operation is one Lua script and one HTTP round trip (inspect: see below).
@@ -35,12 +36,12 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
+import type { Backend, FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check as checkAt } from "../../options.ts";
 import { redact, send } from "../shared/http.ts";
 import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { ACQUIRE, INSPECT, parseValue, RAISE, RELEASE, RENEW } from "./scripts.ts";
+import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
 
 export { fromEnv } from "./env.ts";
 
@@ -66,8 +67,6 @@ export interface UpstashOptions {
 export type UpstashEnv = object;
 
 const NAME = "upstash";
-
-const SEEN_KEYS = 4_096;
 
 const LIMIT_HINT =
   ": a limit of the Upstash database or plan; leasehold does not retry it (see the database's usage and limits in the Upstash console)";
@@ -230,110 +229,13 @@ export function upstash(options: UpstashOptions): Backend {
     return value === null ? null : [value, pttl];
   }
 
-  // The highest token seen per lock name (from acquire and inspect), most recent names last.
-  const seen = new Map<string, number>();
-  /** Records `token` for `key`, as its most recently seen name. */
-  function see(key: string, token: number): void {
-    const before = seen.get(key) ?? 0;
-    seen.delete(key);
-    seen.set(key, Math.max(before, token));
-    if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
-  }
-
-  const lockKey = (key: string) => `${prefix}{${key}}`;
-  const ttlArg = (ttl: number) => Math.ceil(ttl);
-  const nonceArg = (nonce: string) => {
-    // The nonce is the value's first field; "|" would make it ambiguous.
-    check(
-      typeof nonce === "string" && nonce !== "" && !nonce.includes("|"),
-      "nonce must be non-empty without |",
-    );
-    return nonce;
-  };
-
-  return {
+  return scriptBackend({
     name: NAME,
-
-    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
-      const k = lockKey(key);
-      // Only tokens seen before this request leaves must be below its token: one seen meanwhile
-      // (a concurrent call's answer) may be this very token, or a later holder's.
-      const floor = seen.get(key);
-      const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
-      if (
-        Array.isArray(r) &&
-        (r[0] === 1 || r[0] === 2) &&
-        r.length === 2 &&
-        Number.isSafeInteger(r[1]) &&
-        r[1] > 0
-      ) {
-        see(key, r[1]);
-        // A fresh token (1; 2 is a retried acquire keeping its token) must exceed the floor.
-        if (r[0] === 1 && floor !== undefined && r[1] <= floor) {
-          await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
-          throw new BackendError(
-            `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${r[1]}): the ` +
-              `database lost ${k}:fence, by eviction (turn Eviction off for this database in the Upstash ` +
-              "console) or by a failover or flush that lost writes. The lease was not granted and the lock " +
-              `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-              `${k}:fence ${floor}), or use a new lock name.`,
-            { backend: NAME, retryable: false },
-          );
-        }
-        return { ok: true, token: r[1] };
-      }
-      if (
-        Array.isArray(r) &&
-        r[0] === 0 &&
-        r.length === 3 &&
-        typeof r[1] === "string" &&
-        typeof r[2] === "number"
-      ) {
-        // The holder's token counts as seen (the fence check); the holder itself is not reported.
-        const holder = parseValue(r[1]);
-        const result: AcquireResult = { ok: false };
-        if (holder) see(key, holder.token);
-        if (r[2] > 0) result.retryAfter = r[2];
-        return result;
-      }
-      throw malformed(r);
-    },
-
-    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
-      const r = await evaluate(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal);
-      if (r === 0 || r === 1) return r === 1;
-      throw malformed(r);
-    },
-
-    async release({ key, nonce, signal }): Promise<void> {
-      const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
-    },
-
-    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
-      check(Number.isSafeInteger(token) && token > 0, "token must be a positive integer");
-      const k = lockKey(key);
-      const r = await evaluate(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
-      if (r === 1) see(key, token);
-      return r === 1;
-    },
-
-    async inspect(key, signal): Promise<HolderInfo | null> {
-      const r = await read(lockKey(key), signal);
-      if (r === null) return null;
-      if (Array.isArray(r) && r.length === 2 && typeof r[0] === "string" && typeof r[1] === "number") {
-        const holder = parseValue(r[0]);
-        if (!holder) {
-          throw new BackendError("the lock key holds a value leasehold did not write", {
-            backend: NAME,
-            retryable: false,
-          });
-        }
-        see(key, holder.token);
-        return r[1] > 0 ? { ...holder, ttlLeft: r[1] } : holder;
-      }
-      throw malformed(r);
-    },
-  };
+    prefix,
+    evaluate,
+    read,
+    malformed,
+    counterLoss:
+      "by eviction (turn Eviction off for this database in the Upstash console) or by a failover or flush that lost writes",
+  });
 }

@@ -12,3 +12,15 @@ export function listenLoopback(server: Server): Promise<string> {
     });
   });
 }
+
+/**
+ * A TCP port on 127.0.0.1 that was free a moment ago, for servers that take a port number
+ * (redis-server, postgres) rather than choosing one themselves.
+ */
+export async function freePort(): Promise<number> {
+  const { createServer } = await import("node:net");
+  const server = createServer();
+  const url = await listenLoopback(server);
+  await new Promise((r) => server.close(r));
+  return Number(new URL(url).port);
+}

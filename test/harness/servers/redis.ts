@@ -5,12 +5,14 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connectResp } from "./resp.ts";
+import { connectResp, RedisReplyError } from "./resp.ts";
 
 /** A running redis-server. */
 export interface RedisServer {
-  /** Path of its unix socket (it listens on no TCP port). */
+  /** Path of its unix socket. */
   readonly socket: string;
+  /** Its TCP port on 127.0.0.1, when started with one (`port`); 0 when it listens on no TCP port. */
+  readonly port: number;
   /** The server's version, such as "7.0.15". */
   readonly version: string;
   /** Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its temp dir. Idempotent. */
@@ -61,6 +63,8 @@ async function waitForPing(socket: string, child: ChildProcess, deadline: number
       try {
         const reply = await conn.send(["PING"]);
         if (reply && typeof reply === "object" && "text" in reply && reply.text === "PONG") return;
+        // With --requirepass it answers, but only NOAUTH: up all the same.
+        if (reply instanceof RedisReplyError && reply.message.startsWith("NOAUTH")) return;
       } finally {
         conn.close();
       }
@@ -72,16 +76,26 @@ async function waitForPing(socket: string, child: ChildProcess, deadline: number
   }
 }
 
+/** How to start a redis-server: by default a unix socket only. */
+export interface RedisStart {
+  /** Also listen on this TCP port of 127.0.0.1 (see `freePort`). */
+  port?: number;
+  /** Further arguments, such as `["--cluster-enabled", "yes"]`. */
+  args?: string[];
+  /** The data dir to use (kept on stop); default a fresh temp dir, removed on stop. */
+  dir?: string;
+}
+
 /** Starts a fresh redis-server on a unix socket in a new temp dir and waits until it answers PING. */
-export async function startRedis(): Promise<RedisServer> {
+export async function startRedis(start: RedisStart = {}): Promise<RedisServer> {
   const version = ensureRedis();
-  const dir = mkdtempSync(join(tmpdir(), "leasehold-redis-"));
+  const dir = start.dir ?? mkdtempSync(join(tmpdir(), "leasehold-redis-"));
   const socket = join(dir, "redis.sock");
   const child = spawn(
     "redis-server",
     [
       "--port",
-      "0",
+      String(start.port ?? 0),
       "--bind",
       "127.0.0.1",
       "--unixsocket",
@@ -98,6 +112,7 @@ export async function startRedis(): Promise<RedisServer> {
       dir,
       "--loglevel",
       "warning",
+      ...(start.args ?? []),
     ],
     { stdio: ["ignore", "ignore", "inherit"] },
   );
@@ -114,7 +129,7 @@ export async function startRedis(): Promise<RedisServer> {
         await exited;
         clearTimeout(timer);
       }
-      rmSync(dir, { recursive: true, force: true });
+      if (!start.dir) rmSync(dir, { recursive: true, force: true });
     })();
     return stopped;
   };
@@ -124,5 +139,5 @@ export async function startRedis(): Promise<RedisServer> {
     await stop();
     throw error;
   }
-  return { socket, version, stop };
+  return { socket, port: start.port ?? 0, version, stop };
 }

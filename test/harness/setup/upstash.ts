@@ -3,8 +3,12 @@
 // connection with `inject("upstash")`. Tests that count requests or flush scripts start their
 // own bridge (and, when they flush scripts, their own redis-server) so parallel files cannot
 // disturb them; `redisSocket` lets them reuse this redis-server when that is enough.
+// The same redis-server also listens on a loopback TCP port for the redis backend's clients
+// (ioredis, node-redis, Bun), which `inject("redis")` gives, with an ACL user and password.
 import type { TestProject } from "vitest/node";
+import { freePort } from "../servers/listen.ts";
 import { startRedis } from "../servers/redis.ts";
+import { connectResp, RedisReplyError } from "../servers/resp.ts";
 import { startBridge } from "../servers/upstash-bridge.ts";
 
 /** What `inject("upstash")` returns. */
@@ -21,16 +25,37 @@ export interface UpstashContext {
   redisVersion: string;
 }
 
+/** What `inject("redis")` returns: the shared redis-server over TCP, for the redis backend. */
+export interface RedisContext {
+  host: string;
+  port: number;
+  /** An ACL user with every right, and its password (register it as a secret). */
+  username: string;
+  password: string;
+  /** `redis://user:password@127.0.0.1:port`. */
+  url: string;
+}
+
 declare module "vitest" {
   export interface ProvidedContext {
     upstash: UpstashContext;
+    redis: RedisContext;
   }
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const redis = await startRedis();
+  const redis = await startRedis({ port: await freePort() });
+  const username = "leasehold-tcp";
+  const password = `pw-${crypto.randomUUID()}`;
   let bridge: Awaited<ReturnType<typeof startBridge>>;
   try {
+    const conn = await connectResp(redis.socket);
+    try {
+      const reply = await conn.send(["ACL", "SETUSER", username, "on", `>${password}`, "~*", "&*", "+@all"]);
+      if (reply instanceof RedisReplyError) throw reply;
+    } finally {
+      conn.close();
+    }
     bridge = await startBridge({ redis: redis.socket });
   } catch (error) {
     await redis.stop();
@@ -42,6 +67,14 @@ export default async function setup(project: TestProject): Promise<() => Promise
     readOnlyToken: bridge.readOnlyToken,
     redisSocket: redis.socket,
     redisVersion: redis.version,
+  });
+  const host = "127.0.0.1";
+  project.provide("redis", {
+    host,
+    port: redis.port,
+    username,
+    password,
+    url: `redis://${username}:${password}@${host}:${redis.port}`,
   });
   return async () => {
     await bridge.stop();

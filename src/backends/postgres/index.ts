@@ -1,0 +1,288 @@
+/**
+ * The PostgreSQL backend over the driver you already have: `pg` (`Pool` and `Client`),
+ * postgres.js (`sql`), Bun's `SQL`, and any client with `query(text, params)` (Neon's serverless
+ * driver and others), recognised by their methods; leasehold imports none of them.
+ *
+ * One table, one row per lock name: owner, nonce, fence and `expires_at`. Every operation is one
+ * statement that judges the expiry by the database's own clock (`clock_timestamp()`) in that
+ * statement, as Redis' PX does: no clock of the clients' is compared with another's. Rows are
+ * never deleted (a release only ends the lease), so the fence of a name strictly increases
+ * across holders for as long as the table lives. Not advisory locks: those belong to a session
+ * and break on pooled and HTTP drivers.
+ *
+ * The table: create it with the migration SQL in the README (section "PostgreSQL"), or pass
+ * `createTable: true` to run `CREATE TABLE IF NOT EXISTS` before the first operation.
+ *
+ * @example With pg
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { postgres } from "leasehold/postgres";
+ * import pg from "pg";
+ *
+ * const pool = new pg.Pool({ connectionString: "postgres://app@localhost/app" });
+ * await using lease = await createMutex(postgres(pool), { name: "nightly-report" }).acquire();
+ * ```
+ *
+ * @module
+ */
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { check, fail } from "../../options.ts";
+import { abortable } from "../../signals.ts";
+import { cleaner, secretsIn } from "../shared/clients.ts";
+
+/** Any function: the drivers' own signatures are many and overloaded. */
+type Method = (...args: never) => unknown;
+
+/**
+ * The clients {@link postgres} accepts, by the method it uses:
+ * - postgres.js `sql` and Bun's `SQL`: `unsafe(text, params)`, resolving the rows;
+ * - `pg` `Pool` or `Client`, and any other client: `query(text, params)`, resolving `{ rows }` or
+ *   the rows themselves.
+ */
+export type PostgresClientLike = { unsafe: Method } | { query: Method };
+
+/** Options of {@link postgres}. */
+export interface PostgresOptions {
+  /** The lock table's name: letters, digits and `_`, not starting with a digit. Default `"leasehold_locks"`. */
+  table?: string;
+  /** The table's schema (same characters). Default: none, the connection's `search_path` decides. */
+  schema?: string;
+  /**
+   * Run `CREATE TABLE IF NOT EXISTS` (the README's migration) before the first operation. Default
+   * `false`: create the table with your migrations, and the role needs no DDL right.
+   */
+  createTable?: boolean;
+}
+
+const NAME = "postgres";
+
+const SHAPES = "a pg Pool or Client, a postgres.js sql, Bun's SQL, or any client with query(text, params)";
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** The table's columns; the README's migration is this statement. */
+const columns =
+  "(name text PRIMARY KEY, owner text NOT NULL, nonce text NOT NULL, fence bigint NOT NULL, expires_at timestamptz NOT NULL)";
+
+/** ms from now until `expires_at`, by the database's clock, as text. */
+const LEFT = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int8::text";
+const UNTIL = "clock_timestamp() + $4::float8 * interval '1 millisecond'";
+
+/**
+ * The statements, for table `t` (quoted). Every number comes back as text: drivers differ on
+ * bigint (a string, a BigInt or a number) and text reads the same in all of them.
+ */
+function statements(t: string) {
+  return {
+    create: `CREATE TABLE IF NOT EXISTS ${t} ${columns}`,
+    // Free, expired or already ours: take it (a fresh fence, or the same one when ours and
+    // live: a retried acquire). Taken: no row from the insert, and the holder's ms left.
+    acquire:
+      `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) VALUES ($1, $2, $3, 1, ${UNTIL}) ` +
+      "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
+      "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE l.fence + 1 END " +
+      "WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) " +
+      "SELECT 'ok' AS k, fence::text AS n FROM taken UNION ALL " +
+      `SELECT 'taken', ${LEFT} FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
+    renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
+    release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
+    // The row's fence is both the lease's token and the name's counter: raising it raises both.
+    raise: `UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
+    inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
+  };
+}
+
+type Rows = Record<string, unknown>[];
+type Query = (text: string, params: string[]) => Promise<Rows>;
+
+function shapeOf(client: unknown): Query | null {
+  if ((typeof client !== "object" && typeof client !== "function") || client === null) return null;
+  const c = client as Record<string, unknown>;
+  type Call = (text: string, params: string[]) => Promise<unknown>;
+  const rowsOf = (r: unknown): Rows => {
+    const rows = Array.isArray(r) ? r : (r as { rows?: unknown } | null)?.rows;
+    if (!Array.isArray(rows))
+      throw new BackendError("the driver answered without rows", { backend: NAME, retryable: true });
+    return rows as Rows;
+  };
+  for (const method of ["unsafe", "query"]) {
+    if (typeof c[method] === "function") {
+      const call = (c[method] as Call).bind(client);
+      return async (text, params) => rowsOf(await call(text, params));
+    }
+  }
+  return null;
+}
+
+/** The passwords and connection strings a driver's options hold, to keep them out of messages. */
+function secretsOf(client: object): string[] {
+  const c = client as Record<string, Record<string, unknown> | undefined>;
+  return secretsIn(
+    [
+      c.options?.password,
+      c.options?.pass,
+      c.connectionParameters?.password,
+      (client as { password?: unknown }).password,
+    ],
+    [c.options?.connectionString, c.options?.url],
+  );
+}
+
+/** The SQLSTATE of a driver's error: `code` (pg, postgres.js) or `errno` (Bun). */
+function sqlState(error: unknown): string | undefined {
+  const e = error as { code?: unknown; errno?: unknown } | null;
+  return [e?.code, e?.errno].find((s): s is string => typeof s === "string" && /^[0-9A-Z]{5}$/.test(s));
+}
+
+// SQLSTATE classes worth another try: connection exceptions, an admin or crash shutdown, a
+// server starting up, insufficient resources, serialization failures and deadlocks, lock waits.
+const TRANSIENT = /^(08|53|57P0[1-4]|40001|40P01|55P03|58)/;
+
+/**
+ * Creates a PostgreSQL backend for {@link createMutex} over a driver you already have.
+ *
+ * @param client A pool or client of one of the {@link PostgresClientLike} shapes. A pool is best:
+ *   leasehold runs single statements, outside any transaction of yours. It never connects, ends
+ *   or configures the client.
+ * @param options The `table` and `schema`, and whether to `createTable`.
+ * @returns A backend named `"postgres"` with no ttl bounds of its own.
+ * @throws {TypeError} When the client has none of the accepted shapes, or `table` or `schema` is
+ *   not a plain identifier.
+ *
+ * @example postgres.js, with the table created on first use
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { postgres } from "leasehold/postgres";
+ * import postgresJs from "postgres";
+ *
+ * const sql = postgresJs("postgres://app@localhost/app");
+ * const mutex = createMutex(postgres(sql, { schema: "app", createTable: true }), { name: "nightly-report" });
+ * ```
+ */
+export function postgres(client: PostgresClientLike, options: PostgresOptions = {}): Backend {
+  const got =
+    client === null ? "null" : typeof client === "object" ? "an object without those methods" : typeof client;
+  const query: Query = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
+  const { table = "leasehold_locks", schema, createTable = false } = options ?? {};
+  for (const [option, value] of [
+    ["table", table],
+    ["schema", schema],
+  ] as const) {
+    check(
+      value === undefined || (typeof value === "string" && IDENTIFIER.test(value)),
+      `[${NAME}]`,
+      `option ${option} must be 1 to 63 letters, digits or _, not starting with a digit`,
+    );
+  }
+  check(typeof createTable === "boolean", `[${NAME}]`, "option createTable must be a boolean");
+  const qualified = (schema === undefined ? "" : `"${schema}".`) + `"${table}"`;
+  const sql = statements(qualified);
+  const { clean, cause } = cleaner(secretsOf(client));
+
+  /** The BackendError for whatever the driver threw. */
+  function failure(error: unknown): BackendError {
+    const state = sqlState(error);
+    const message = clean(error instanceof Error ? error.message : String(error)) || "the driver failed";
+    const detail = state ? `${message} (SQLSTATE ${state})` : message;
+    const auth = state !== undefined && (state.startsWith("28") || state === "42501");
+    if (state === "42P01") {
+      return new BackendError(
+        `the lock table ${qualified} does not exist (${message}): create it with the migration SQL in ` +
+          "leasehold's README (section PostgreSQL), or pass createTable: true",
+        { backend: NAME, retryable: false, cause: cause(error) },
+      );
+    }
+    return new BackendError(detail, {
+      backend: NAME,
+      // No SQLSTATE: the connection failed, closed or timed out, which may work again.
+      retryable: state === undefined || TRANSIENT.test(state),
+      auth,
+      cause: cause(error),
+    });
+  }
+
+  // With createTable, the first operation creates the table; a failure is tried again next time.
+  let created: Promise<unknown> | undefined;
+  async function run(text: string, params: string[]): Promise<Rows> {
+    if (createTable) {
+      created ??= query(sql.create, []).catch((error) => {
+        created = undefined;
+        throw error;
+      });
+      await created;
+    }
+    return query(text, params);
+  }
+
+  async function call(text: string, params: string[], signal?: AbortSignal): Promise<Rows> {
+    const running = run(text, params);
+    try {
+      return await (signal ? abortable(running, signal) : running);
+    } catch (error) {
+      // Aborted: the statement goes on, its outcome no one's now (abortable keeps it handled).
+      if (signal?.aborted && error === signal.reason) throw error;
+      throw error instanceof BackendError ? error : failure(error);
+    }
+  }
+
+  const malformed = (rows: unknown) =>
+    new BackendError(`unexpected rows: ${clean(JSON.stringify(rows) ?? String(rows)).slice(0, 120)}`, {
+      backend: NAME,
+      retryable: true,
+    });
+  /** A row's column `n` as a number, or NaN. */
+  const num = (row: Record<string, unknown> | undefined, column = "n") =>
+    typeof row?.[column] === "string" ? Number(row[column]) : Number.NaN;
+  const ttlArg = (ttl: number) => String(Math.ceil(ttl));
+  const nonceArg = (nonce: string) => {
+    check(typeof nonce === "string" && nonce !== "", `[${NAME}]`, "nonce must be a non-empty string");
+    return nonce;
+  };
+
+  return {
+    name: NAME,
+
+    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      const rows = await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl)], signal);
+      const [row] = rows;
+      const n = num(row);
+      if (rows.length === 1 && row?.k === "ok" && Number.isSafeInteger(n) && n > 0)
+        return { ok: true, token: n };
+      // Taken: the holder's ms left (none when the row appeared during the statement).
+      if (rows.length === 1 && row?.k === "taken")
+        return Number.isFinite(n) && n > 0 ? { ok: false, retryAfter: n } : { ok: false };
+      if (rows.length === 0) return { ok: false };
+      throw malformed(rows);
+    },
+
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      const rows = await call(sql.renew, [key, nonceArg(nonce), ttlArg(ttl)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
+    },
+
+    async release({ key, nonce, signal }): Promise<void> {
+      const rows = await call(sql.release, [key, nonceArg(nonce)], signal);
+      if (rows.length > 1) throw malformed(rows);
+    },
+
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(token) && token > 0, `[${NAME}]`, "token must be a positive integer");
+      const rows = await call(sql.raise, [key, nonceArg(nonce), String(token)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
+    },
+
+    async inspect(key, signal): Promise<HolderInfo | null> {
+      const rows = await call(sql.inspect, [key], signal);
+      const [row] = rows;
+      if (!row) return null;
+      const token = num(row);
+      const left = num(row, "ttl");
+      if (rows.length !== 1 || typeof row.owner !== "string" || !Number.isSafeInteger(token))
+        throw malformed(rows);
+      return left > 0 ? { owner: row.owner, token, ttlLeft: left } : { owner: row.owner, token };
+    },
+  };
+}

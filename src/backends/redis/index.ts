@@ -1,0 +1,204 @@
+/**
+ * The Redis backend over the client you already have: ioredis (`Redis` and `Cluster`), node-redis
+ * v4/v5 (`createClient`, `createCluster`), Bun's built-in `RedisClient` (`Bun.redis`) and
+ * `@upstash/redis`, recognised by their methods; leasehold imports none of them.
+ *
+ * The same Lua scripts, key layout and token checks as `leasehold/upstash` (one shared module):
+ * a lock taken through either excludes the other on the same database. For a lock named `n`,
+ * `leasehold:{n}` holds the lease and `leasehold:{n}:fence` the fencing counter; the hash tag
+ * keeps both in one cluster slot. Each operation is one `EVALSHA` (one `EVAL` instead the first
+ * time a server does not know the script).
+ *
+ * A command cannot be taken back once sent on a TCP connection: when the core gives up on an
+ * attempt (its per-attempt bound, or your signal), the command still runs, and the core treats
+ * it as a request whose reply was lost (an acquire's possible lock is released in the
+ * background; a late reply never revives a lease).
+ *
+ * Redis replicates asynchronously: a failover that loses the last writes can let a second holder
+ * in, and can set the fence counter back (this backend then refuses the repeated token). Keep
+ * eviction off (`maxmemory-policy noeviction`, the default) for the database holding the locks.
+ *
+ * @example With ioredis
+ * ```ts
+ * import Redis from "ioredis";
+ * import { createMutex } from "leasehold";
+ * import { redis } from "leasehold/redis";
+ *
+ * const client = new Redis("redis://localhost:6379");
+ * await using lease = await createMutex(redis(client), { name: "nightly-report" }).acquire();
+ * ```
+ *
+ * @module
+ */
+import type { Backend } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { check, fail } from "../../options.ts";
+import { abortable } from "../../signals.ts";
+import { cleaner, secretsIn } from "../shared/clients.ts";
+import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+
+/** Any function: the clients' own signatures are many and overloaded. */
+type Method = (...args: never) => unknown;
+
+/**
+ * The clients {@link redis} accepts, by the methods it uses:
+ * - ioredis `Redis` or `Cluster`: `evalsha`, `eval` and `call`;
+ * - node-redis v4/v5 client or cluster: `evalSha`, `eval` and `sendCommand`;
+ * - Bun's `RedisClient`: `send`;
+ * - `@upstash/redis` `Redis`: `evalsha` and `eval`.
+ */
+export type RedisClientLike =
+  | { evalsha: Method; eval: Method; call: Method }
+  | { evalSha: Method; eval: Method; sendCommand: Method }
+  | { send: Method }
+  | { evalsha: Method; eval: Method };
+
+/** Options of {@link redis}. */
+export interface RedisOptions {
+  /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
+  prefix?: string;
+}
+
+const NAME = "redis";
+
+const SHAPES =
+  "an ioredis Redis or Cluster, a node-redis client or cluster (createClient, createCluster), Bun's " +
+  "RedisClient (Bun.redis) or an @upstash/redis Redis";
+
+/** Runs a script by its SHA-1 (`sha`) or, with `eval`, by its text: the client's own calls. */
+type Evaluate = (sha: boolean, script: string, keys: string[], args: string[]) => Promise<unknown>;
+
+// Each shape's two calls, EVALSHA and EVAL, as the client spells them.
+function shapeOf(client: unknown): Evaluate | null {
+  if (typeof client !== "object" && typeof client !== "function") return null;
+  if (client === null) return null;
+  const c = client as Record<string, unknown>;
+  const has = (...names: string[]) => names.every((n) => typeof c[n] === "function");
+  type Call = (...args: unknown[]) => Promise<unknown>;
+  const m = (n: string) => (c[n] as Call).bind(client);
+  if (has("evalsha", "eval", "call")) {
+    // ioredis: evalsha(sha, numkeys, ...keys, ...args).
+    const [evalsha, evaluate] = [m("evalsha"), m("eval")];
+    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, keys.length, ...keys, ...args);
+  }
+  if (has("evalSha", "eval", "sendCommand")) {
+    // node-redis: evalSha(sha, { keys, arguments }); a cluster routes by the first key.
+    const [evalsha, evaluate] = [m("evalSha"), m("eval")];
+    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, { keys, arguments: args });
+  }
+  if (has("send")) {
+    // Bun's RedisClient: send(command, args), every argument a string.
+    const send = m("send");
+    return (sha, s, keys, args) => send(sha ? "EVALSHA" : "EVAL", [s, String(keys.length), ...keys, ...args]);
+  }
+  if (has("evalsha", "eval")) {
+    // @upstash/redis: evalsha(sha, keys, args).
+    const [evalsha, evaluate] = [m("evalsha"), m("eval")];
+    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, keys, args);
+  }
+  return null;
+}
+
+/** The password and URL a client's options hold (ioredis, node-redis), to keep them out of messages. */
+function secretsOf(client: object): string[] {
+  const options = (client as { options?: Record<string, unknown> }).options;
+  const cluster = options?.redisOptions as { password?: unknown } | undefined;
+  return secretsIn([options?.password, cluster?.password], [options?.url]);
+}
+
+// Redis' own transient states: another try may succeed (a failover, a resharding, a busy script).
+const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
+const AUTH = /\b(WRONGPASS|NOAUTH|NOPERM)\b/;
+// An error reply of the server: its code first, in capitals (ERR, WRONGTYPE, NOSCRIPT...).
+const REPLY = /^[A-Z][A-Z_]+( |$)/;
+
+const hex = (bytes: ArrayBuffer) =>
+  [...new Uint8Array(bytes)].map((b) => b.toString(16).padStart(2, "0")).join("");
+
+/**
+ * Creates a Redis backend for {@link createMutex} over a client you already have.
+ *
+ * @param client A connected client of one of the {@link RedisClientLike} shapes. leasehold never
+ *   connects, closes or configures it.
+ * @param options An optional key `prefix`.
+ * @returns A backend named `"redis"` with no ttl bounds of its own.
+ * @throws {TypeError} When the client has none of the accepted shapes, or `prefix` is not a string.
+ *
+ * @example node-redis
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { redis } from "leasehold/redis";
+ * import { createClient } from "redis";
+ *
+ * const client = await createClient({ url: "redis://localhost:6379" }).connect();
+ * const mutex = createMutex(redis(client, { prefix: "app1:" }), { name: "nightly-report" });
+ * ```
+ */
+export function redis(client: RedisClientLike, options: RedisOptions = {}): Backend {
+  const got =
+    client === null ? "null" : typeof client === "object" ? "an object without those methods" : typeof client;
+  const evaluate: Evaluate = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
+  const { prefix = "leasehold:" } = options ?? {};
+  check(typeof prefix === "string", `[${NAME}]`, "option prefix must be a string");
+  const { clean, cause } = cleaner(secretsOf(client));
+
+  /** The BackendError for whatever the client threw. */
+  function failure(error: unknown): BackendError {
+    const message = clean(error instanceof Error ? error.message : String(error));
+    const reply = REPLY.test(message);
+    const auth = AUTH.test(message);
+    return new BackendError(message || "the client failed without a message", {
+      backend: NAME,
+      // A connection that failed, closed or timed out may work again; a refused command will not.
+      retryable: !auth && (!reply || TRANSIENT.test(message)),
+      auth,
+      cause: cause(error),
+    });
+  }
+
+  // The scripts' SHA-1s, computed once (Web Crypto: every runtime leasehold supports has it).
+  const shas = new Map<string, Promise<string>>();
+  const shaOf = (script: string) => {
+    let sha = shas.get(script);
+    if (!sha) {
+      sha = crypto.subtle.digest("SHA-1", new TextEncoder().encode(script)).then(hex);
+      shas.set(script, sha);
+    }
+    return sha;
+  };
+
+  async function run(script: string, keys: string[], args: string[]): Promise<unknown> {
+    try {
+      return await evaluate(true, await shaOf(script), keys, args);
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (!/NOSCRIPT/.test(message)) throw error;
+    }
+    return evaluate(false, script, keys, args);
+  }
+
+  async function call(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) {
+    const running = run(script, keys, args.map(String));
+    try {
+      return await (signal ? abortable(running, signal) : running);
+    } catch (error) {
+      // Aborted: the command goes on, its outcome no one's now (abortable keeps it handled).
+      if (signal?.aborted && error === signal.reason) throw error;
+      throw failure(error);
+    }
+  }
+
+  return scriptBackend({
+    name: NAME,
+    prefix,
+    evaluate: call,
+    read: (key, signal) => call(INSPECT, [key], [], signal),
+    malformed: (reply) =>
+      new BackendError(`unexpected reply: ${clean(JSON.stringify(reply) ?? String(reply)).slice(0, 120)}`, {
+        backend: NAME,
+        retryable: true,
+      }),
+    counterLoss:
+      "by eviction (set maxmemory-policy to noeviction), or by a failover or flush that lost writes",
+  });
+}

@@ -1,0 +1,61 @@
+// The Redis clients the redis backend accepts, connected to the test servers: the shared
+// redis-server over TCP (test/harness/setup/upstash.ts), the 3-node cluster
+// (test/harness/setup/redis-cluster.ts) and the Upstash REST bridge. Each is made on first use
+// and closed by `closeClients()`. (Bun's RedisClient runs under Bun: test/backends/bun.test.ts.)
+import { Redis as UpstashRedis } from "@upstash/redis";
+import IORedis from "ioredis";
+import { createClient, createCluster } from "redis";
+import { inject } from "vitest";
+import type { RedisClientLike } from "../../../src/backends/redis/index.ts";
+import { registerSecret } from "../../harness/secrets.ts";
+
+const ctx = inject("redis");
+registerSecret(ctx.password);
+const { ports } = inject("redisCluster");
+const upstash = inject("upstash");
+
+type Made = { client: RedisClientLike; close: () => Promise<unknown> };
+
+export const SHAPES: Record<string, () => Promise<Made>> = {
+  ioredis: async () => {
+    const c = new IORedis({ host: ctx.host, port: ctx.port, username: ctx.username, password: ctx.password });
+    return { client: c, close: () => c.quit() };
+  },
+  "ioredis Cluster": async () => {
+    const c = new IORedis.Cluster(ports.map((port) => ({ host: "127.0.0.1", port })));
+    return { client: c, close: () => c.quit() };
+  },
+  "node-redis": async () => {
+    const c = await createClient({ url: ctx.url }).connect();
+    return { client: c, close: () => c.close() };
+  },
+  "node-redis cluster": async () => {
+    const c = await createCluster({
+      rootNodes: ports.map((port) => ({ url: `redis://127.0.0.1:${port}` })),
+    }).connect();
+    return { client: c, close: () => c.close() };
+  },
+  "@upstash/redis": async () => ({
+    client: new UpstashRedis({ url: upstash.url, token: upstash.token }),
+    close: async () => {},
+  }),
+};
+
+const open = new Map<string, Promise<Made>>();
+
+/** The shared client of shape `label`, connected on first use. */
+export async function client(label: string): Promise<RedisClientLike> {
+  let made = open.get(label);
+  if (!made) {
+    made = SHAPES[label]!();
+    open.set(label, made);
+  }
+  return (await made).client;
+}
+
+/** Closes every client opened by `client()`. */
+export async function closeClients(): Promise<void> {
+  const all = [...open.values()];
+  open.clear();
+  await Promise.all(all.map(async (m) => (await m).close()));
+}

@@ -1,0 +1,24 @@
+// The backend conformance suite against the redis backend, once per client shape it accepts:
+// ioredis (Redis, Cluster), node-redis (client, cluster) and @upstash/redis, on the real
+// redis-server (standalone: the shared one; cluster: three nodes). Bun's RedisClient: under Bun,
+// test/backends/bun.test.ts.
+import { afterAll, describe, it } from "vitest";
+import { redis } from "../../../src/backends/redis/index.ts";
+import { testBackend } from "../../../src/testing.ts";
+import { client, closeClients, SHAPES } from "./clients.ts";
+
+afterAll(closeClients);
+
+for (const label of Object.keys(SHAPES)) {
+  describe(label, () => {
+    testBackend(
+      { describe, it },
+      {
+        backend: async () => redis(await client(label)),
+        ttl: 500,
+        cycles: 200,
+        prefix: `conformance-redis-${label.replace(/\W+/g, "-")}`,
+      },
+    );
+  });
+}
