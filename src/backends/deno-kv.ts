@@ -182,6 +182,14 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     return r.ok;
   }
 
+  /** The lease in `lock` when `nonce` holds it; else forgets what this backend wrote for `nonce`. */
+  const ours = (lock: KvEntryLike, nonce: string): Lease | undefined => {
+    const held = leaseOf(lock);
+    if (held?.nonce === nonce) return held;
+    written.delete(nonce);
+    return undefined;
+  };
+
   /** Commits `lease` and the fence counter `next` if neither entry changed since it was read. */
   async function fenced(
     what: string,
@@ -262,11 +270,8 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
         key,
         signal,
         async (lock) => {
-          const held = leaseOf(lock);
-          if (held?.nonce !== nonce) {
-            written.delete(nonce);
-            return false;
-          }
+          const held = ours(lock, nonce);
+          if (!held) return false;
           return (await rewrite(key, lock, { ...held, ttl }, signal)) ? true : undefined;
         },
         nonce,
@@ -278,11 +283,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
         key,
         signal,
         async (lock) => {
-          const held = leaseOf(lock);
-          if (held?.nonce !== nonce) {
-            written.delete(nonce);
-            return true;
-          }
+          if (!ours(lock, nonce)) return true;
           const r = await io(
             "release",
             key,

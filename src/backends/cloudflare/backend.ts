@@ -3,8 +3,8 @@
 import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
-import { redact, send } from "../shared/http.ts";
-import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
+import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
+import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
 import { type LockRequest, NAME, type Replies } from "./protocol.ts";
 
 /** A Durable Object stub's `fetch`, as leasehold calls it. */
@@ -125,34 +125,13 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     r: Extract<LockRequest, { op: K }>,
     signal: AbortSignal | undefined,
   ): Promise<Replies[K]> {
-    const reply = await send(
+    const { status, json: body } = await sendJson(
       NAME,
       fetchFn,
       url,
       { method: "POST", headers, body: JSON.stringify(r), signal },
       secrets,
     );
-    const { status } = reply;
-    if (authStatus(status)) {
-      throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
-        backend: NAME,
-        status,
-        retryable: false,
-        auth: true,
-      });
-    }
-    let body: unknown;
-    try {
-      body = JSON.parse(reply.body);
-    } catch {
-      // Not JSON: a proxy's error page, a body cut short, workerd's own error page.
-      const snippet = redact(reply.body, secrets).slice(0, 80).replace(/\s+/g, " ");
-      throw new BackendError(`HTTP ${status} with a body that is not JSON: ${JSON.stringify(snippet)}`, {
-        backend: NAME,
-        status,
-        retryable: true,
-      });
-    }
     if (status !== 200) {
       const error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
@@ -165,10 +144,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     return body as Replies[K];
   }
 
-  function malformed(value: unknown): BackendError {
-    const text = redact(JSON.stringify(value) ?? String(value), secrets).slice(0, 120);
-    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status: 200, retryable: true });
-  }
+  const malformed = (value: unknown): BackendError => malformedReply(NAME, value, secrets);
 
   function acquired(r: Replies["acquire"]): AcquireResult {
     if (r?.ok === true && Number.isSafeInteger(r.token) && r.token > 0) return { ok: true, token: r.token };

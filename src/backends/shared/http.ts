@@ -165,3 +165,44 @@ export async function send(
   }
   return { status, header: (n) => res.headers.get(n), body };
 }
+
+/**
+ * {@link send} to a JSON API authorized by a bearer token: 401 and 403 are non-retryable
+ * `ERR_BACKEND_AUTH` errors ("check the token"), and a body that is not JSON (a proxy's error
+ * page, a body cut short) a retryable error quoting a redacted snippet of it. Answers the status
+ * and the parsed body.
+ */
+export async function sendJson(
+  backend: string,
+  fetchFn: FetchLike,
+  url: string,
+  init: { method: string; headers: Record<string, string>; body?: string; signal?: AbortSignal | undefined },
+  secrets: readonly string[],
+): Promise<{ status: number; json: unknown }> {
+  const reply = await send(backend, fetchFn, url, init, secrets);
+  const { status } = reply;
+  if (status === 401 || status === 403) {
+    throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
+      backend,
+      status,
+      retryable: false,
+      auth: true,
+    });
+  }
+  try {
+    return { status, json: JSON.parse(reply.body) };
+  } catch {
+    const snippet = redact(reply.body, secrets).slice(0, 80).replace(/\s+/g, " ");
+    throw new BackendError(`HTTP ${status} with a body that is not JSON: ${JSON.stringify(snippet)}`, {
+      backend,
+      status,
+      retryable: true,
+    });
+  }
+}
+
+/** The retryable error for a reply of an unexpected shape, quoting it redacted (120 characters). */
+export function malformed(backend: string, value: unknown, secrets: readonly string[]): BackendError {
+  const text = redact(JSON.stringify(value) ?? String(value), secrets).slice(0, 120);
+  return new BackendError(`unexpected reply: ${text}`, { backend, status: 200, retryable: true });
+}

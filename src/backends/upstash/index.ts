@@ -39,8 +39,8 @@
 import type { Backend, FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check as checkAt } from "../../options.ts";
-import { redact, send } from "../shared/http.ts";
-import { authStatus, fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
+import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
+import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
 import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
 
 export { fromEnv } from "./env.ts";
@@ -130,34 +130,13 @@ export function upstash(options: UpstashOptions): Backend {
     hint = "",
   ): Promise<unknown> {
     const body = JSON.stringify(command);
-    const reply = await send(
+    const { status, json } = await sendJson(
       NAME,
       fetchFn,
       endpoint + path,
       { method: "POST", headers, body, signal },
       secrets,
     );
-    const { status } = reply;
-    if (authStatus(status)) {
-      throw new BackendError(`authentication failed (HTTP ${status}): check the token`, {
-        backend: NAME,
-        status,
-        retryable: false,
-        auth: true,
-      });
-    }
-    let json: unknown;
-    try {
-      json = JSON.parse(reply.body);
-    } catch {
-      // Not JSON: a proxy's error page, or a body cut short. Worth another try.
-      const snippet = redact(reply.body, secrets).slice(0, 80).replace(/\s+/g, " ");
-      throw new BackendError(`HTTP ${status} with a body that is not JSON: ${JSON.stringify(snippet)}`, {
-        backend: NAME,
-        status,
-        retryable: true,
-      });
-    }
     const error = typeof json === "object" && json !== null ? (json as { error?: unknown }).error : undefined;
     if (typeof error === "string" || status !== 200) {
       throw failure(status, typeof error === "string" ? error : "", hint);
@@ -193,10 +172,7 @@ export function upstash(options: UpstashOptions): Backend {
   const evaluate = async (script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) =>
     result(await call("", ["EVAL", script, keys.length, ...keys, ...args], signal, READ_ONLY_HINT));
 
-  function malformed(result: unknown): BackendError {
-    const text = redact(JSON.stringify(result) ?? String(result), secrets).slice(0, 120);
-    return new BackendError(`unexpected reply: ${text}`, { backend: NAME, status: 200, retryable: true });
-  }
+  const malformed = (reply: unknown): BackendError => malformedReply(NAME, reply, secrets);
 
   // inspect reads with EVAL_RO. If the token may not run it (an ACL of read commands only:
   // Redis puts EVAL_RO in @scripting, not @read) or the server does not know it (Redis < 7),
