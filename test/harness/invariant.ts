@@ -1,6 +1,6 @@
-// The invariant test's machinery (test/system/invariant*.test.ts): 8 OS processes contend on one
-// lock name through the fault proxy (random delays, hangs, resets, 5xx HTML/XML pages, truncated
-// bodies, short partitions of one client) and write to a fenced Redis "resource" while they hold
+// The invariant test's machinery (test/system/invariant*.test.ts): OS processes contend on one
+// lock name through a fault proxy (HTTP: random delays, hangs, resets, 5xx HTML/XML pages,
+// truncated bodies, short partitions of one client; TCP: delays, resets, partitions) and write to a fenced Redis "resource" while they hold
 // the lease (and sometimes just after losing it). From their logs we check:
 //   1. no two unaborted leases overlapped in time ([acquired, aborted] per token, across processes;
 //      every lease is closed by its aborted line, at the latest the one its final release writes);
@@ -106,16 +106,47 @@ function runWorker(
   });
 }
 
-/** What one run is: its length, its fault seed, the proxy, and each worker's backend variables. */
+/** Where the workers' lock requests go and what befalls them: an HTTP or a TCP fault proxy. */
+export interface Faults {
+  /** The lock URL of worker `i`. */
+  url(i: number): Promise<string>;
+  /** Turns the faults on, seeded. */
+  start(seed: number): void;
+  /** Turns them off; what was injected, by kind, and how many requests went through (HTTP). */
+  stop(): { counts: Record<string, number>; requests?: number };
+}
+
+/** The HTTP fault proxy, a client port per worker, random faults plus partitions of the holder. */
+export function httpFaults(proxy: FaultProxy, isRenewal: (body: string) => boolean = upstashRenewal): Faults {
+  return {
+    url: (i) => proxy.client(`w${i}`),
+    start: (seed) => proxy.setRule(faultRule(seed, isRenewal)),
+    stop() {
+      const counts = proxy.counts();
+      proxy.setRule(undefined);
+      return { counts, requests: Object.values(proxy.requests()).reduce((a, b) => a + b, 0) };
+    },
+  };
+}
+
+/** Every kind of fault the HTTP proxy injects happened in the run. */
+export function expectEveryHttpFault(faults: Record<string, number>): void {
+  for (const kind of ["delay", "delayResponse", "hang", "reset", "status", "truncate", "partition"]) {
+    expect(faults[kind], `faults of kind ${kind}`).toBeGreaterThan(0);
+  }
+}
+
+/** What one run is: its length, its fault seed, the faults, and each worker's backend variables. */
 export interface InvariantRun {
   duration: number;
   seed: number;
-  /** The fault proxy in front of the (or one) lock server; its rule is set for the run. */
-  proxy: FaultProxy;
-  /** The variables of worker `i` besides the common ones, given its own proxy client URL. */
-  env: (clientUrl: string, i: number) => Record<string, string>;
-  /** Whether a request body is a renewal, for the partitions aimed at the holder. Default: Upstash's. */
-  isRenewal?: (body: string) => boolean;
+  faults: Faults;
+  /** The variables of worker `i` besides the common ones, given its lock URL. */
+  env: (url: string, i: number) => Record<string, string>;
+  /** How many processes. Default {@link PROCESSES}. */
+  processes?: number;
+  /** A meaningful run has at least one acquisition per this many ms, by this many holders. */
+  meaningful?: { msPerAcquisition: number; holders: number };
 }
 
 /** Runs the workers under faults, checks the invariants (1-4), logs and returns the summary. */
@@ -123,8 +154,9 @@ export async function runInvariant(o: InvariantRun) {
   const children: ChildProcess[] = [];
   const name = `invariant-${crypto.randomUUID().slice(0, 8)}`;
   try {
-    const urls = await Promise.all(Array.from({ length: PROCESSES }, (_, i) => o.proxy.client(`w${i}`)));
-    o.proxy.setRule(faultRule(o.seed, o.isRenewal));
+    const processes = o.processes ?? PROCESSES;
+    const urls = await Promise.all(Array.from({ length: processes }, (_, i) => o.faults.url(i)));
+    o.faults.start(o.seed);
     const results = await Promise.all(
       urls.map((url, i) =>
         runWorker(
@@ -142,8 +174,7 @@ export async function runInvariant(o: InvariantRun) {
         ),
       ),
     );
-    const faults = o.proxy.counts();
-    o.proxy.setRule(undefined);
+    const { counts: faults, requests } = o.faults.stop();
 
     // 4. No process hung or crashed.
     for (const [i, r] of results.entries()) {
@@ -241,14 +272,14 @@ export async function runInvariant(o: InvariantRun) {
     const summary = {
       seed: o.seed,
       durationMs: o.duration,
-      processes: PROCESSES,
+      processes,
       ttl: TTL,
       acquisitions: all.length,
       holders: new Set(all.map((l) => l.id)).size,
       leaseEnds: reasons,
       minGapMs: Number(minGap.toFixed(2)),
       faults,
-      requestsThroughProxy: Object.values(o.proxy.requests()).reduce((a, b) => a + b, 0),
+      requestsThroughProxy: requests,
       writes: {
         live: live.length,
         liveAccepted: live.filter((w) => w.accepted).length,
@@ -263,8 +294,9 @@ export async function runInvariant(o: InvariantRun) {
     console.log(`[invariant] ${JSON.stringify(summary, null, 2)}`);
 
     // The run must have been meaningful: many handovers, fencing exercised.
-    expect(all.length).toBeGreaterThanOrEqual(Math.floor(o.duration / 4_000));
-    expect(summary.holders).toBeGreaterThanOrEqual(Math.min(PROCESSES, 4));
+    const { msPerAcquisition, holders } = o.meaningful ?? { msPerAcquisition: 4_000, holders: 4 };
+    expect(all.length).toBeGreaterThanOrEqual(Math.floor(o.duration / msPerAcquisition));
+    expect(summary.holders).toBeGreaterThanOrEqual(Math.min(processes, holders));
     expect(summary.writes.liveAccepted).toBeGreaterThan(0);
     return summary;
   } finally {
@@ -281,12 +313,13 @@ export function invariantTest(
   ms: number,
   setup: () => Omit<InvariantRun, "duration" | "seed">,
   more: (summary: Awaited<ReturnType<typeof runInvariant>>) => void,
+  processes = PROCESSES,
 ): void {
   const duration = Number(process.env.LEASEHOLD_SOAK_MS ?? ms);
   const seed = Number(process.env.LEASEHOLD_SEED ?? Math.floor(Math.random() * 2 ** 31));
-  it(`${PROCESSES} processes ${title}: one live holder at a time, fencing, monotonic tokens, no hang`, {
+  it(`${processes} processes ${title}: one live holder at a time, fencing, monotonic tokens, no hang`, {
     timeout: duration + EXIT_MARGIN + 10_000,
   }, async () => {
-    more(await runInvariant({ ...setup(), duration, seed }));
+    more(await runInvariant({ processes, ...setup(), duration, seed }));
   });
 }

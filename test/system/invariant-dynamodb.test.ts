@@ -5,7 +5,7 @@
 // workers as the AWS_* variables. LEASEHOLD_SOAK_MS (default 30 000 ms here) and LEASEHOLD_SEED
 // as in invariant.test.ts.
 import { afterAll, beforeAll, expect, inject } from "vitest";
-import { dynamodbRenewal, invariantTest } from "../harness/invariant.ts";
+import { dynamodbRenewal, httpFaults, invariantTest } from "../harness/invariant.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
 import { startBridge, type UpstashBridge } from "../harness/servers/upstash-bridge.ts";
 
@@ -27,7 +27,7 @@ invariantTest(
   "on DynamoDB (observed expiry) under random faults",
   30_000,
   () => ({
-    proxy,
+    faults: httpFaults(proxy, dynamodbRenewal),
     env: (url) => ({
       LH_DYNAMODB_ENDPOINT: url,
       LH_DYNAMODB_TABLE: table,
@@ -37,7 +37,6 @@ invariantTest(
       LH_RESOURCE_URL: resourceBridge.url,
       LH_RESOURCE_TOKEN: resourceBridge.token,
     }),
-    isRenewal: dynamodbRenewal,
   }),
   (summary) => {
     expect(summary.requestsThroughProxy).toBeGreaterThan(0);

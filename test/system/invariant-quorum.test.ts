@@ -4,7 +4,7 @@
 // machinery and the checks). LEASEHOLD_SOAK_MS (default 30 000 ms here) and LEASEHOLD_SEED as in
 // invariant.test.ts.
 import { afterAll, beforeAll, expect, inject } from "vitest";
-import { invariantTest } from "../harness/invariant.ts";
+import { httpFaults, invariantTest } from "../harness/invariant.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
 import { startBridge, type UpstashBridge } from "../harness/servers/upstash-bridge.ts";
 import { startDatabases, type UpstashDatabase } from "../harness/upstash.ts";
@@ -29,7 +29,7 @@ invariantTest(
   "over a quorum of 3, faults in one member",
   30_000,
   () => ({
-    proxy,
+    faults: httpFaults(proxy),
     env: (url) => ({
       LH_URLS: [url, dbs[1]!.url, dbs[2]!.url].join(","),
       LH_TOKENS: dbs.map((d) => d.token).join(","),
@@ -39,6 +39,6 @@ invariantTest(
   }),
   (summary) => {
     expect(summary.requestsThroughProxy).toBeGreaterThan(0);
-    expect(summary.faults.passed).toBeLessThan(summary.requestsThroughProxy); // faults were injected
+    expect(summary.faults.passed).toBeLessThan(summary.requestsThroughProxy!); // faults were injected
   },
 );
