@@ -179,6 +179,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       const r = await call({ op: "release", key, nonce }, signal);
       if (r?.ok !== true) throw malformed(r);
     },
+    async raiseFence({ key, nonce, token, signal }) {
+      const r = await call({ op: "raise", key, nonce, token }, signal);
+      if (typeof r?.ok !== "boolean") throw malformed(r);
+      return r.ok;
+    },
     async inspect(key, signal): Promise<HolderInfo | null> {
       const r = await call({ op: "inspect", key }, signal);
       if (!r || typeof r !== "object" || !Number.isSafeInteger(r.waiters)) throw malformed(r);

@@ -1,3 +1,5 @@
+// Over 300 lines on purpose: the lease, the line of waiters, the alarm and their storage are one
+// state machine in one class; the wire format is in protocol.ts, the route in handler.ts.
 // LeaseholdLock: the Durable Object that holds one lock. Typed structurally, so this file loads
 // on every runtime; workerd constructs it with its real state object.
 import {
@@ -152,6 +154,17 @@ export class LeaseholdLock {
         }
         this.#serve(now);
         return { ok: true } satisfies Replies["release"];
+      }
+      case "raise": {
+        // leasehold/quorum: the holder's token and the fence become at least `token`.
+        const lease = this.#lease;
+        const ok = lease?.nonce === r.nonce;
+        if (ok) {
+          lease.token = Math.max(lease.token, r.token);
+          this.#fence = Math.max(this.#fence, r.token);
+          this.#dirty = true;
+        }
+        return { ok } satisfies Replies["raise"];
       }
       case "inspect": {
         const lease = this.#lease;

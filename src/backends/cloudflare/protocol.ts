@@ -23,13 +23,15 @@ export type LockRequest =
   | { op: "acquire"; key: string; owner: string; nonce: string; ttl: number; waiter?: string; hold?: number }
   | { op: "renew"; key: string; nonce: string; ttl: number }
   | { op: "release"; key: string; nonce: string }
-  | { op: "inspect"; key: string };
+  | { op: "inspect"; key: string }
+  | { op: "raise"; key: string; nonce: string; token: number };
 
 /** What the object answers to each operation (HTTP 200, JSON). */
 export interface Replies {
   acquire: { ok: true; token: number } | { ok: false; retryAfter: number };
   renew: { ok: boolean };
   release: { ok: true };
+  raise: { ok: boolean };
   inspect: { holder: { owner: string; token: number; ttlLeft: number } | null; waiters: number };
 }
 
@@ -63,8 +65,12 @@ export function parseRequest(body: string): LockRequest | string {
       return nonce ? (r as LockRequest) : "release needs nonce";
     case "inspect":
       return r as LockRequest;
+    case "raise":
+      return nonce && ms(r.token) && (r.token as number) > 0
+        ? (r as LockRequest)
+        : "raise needs nonce and token > 0";
     default:
-      return "op must be acquire, renew, release or inspect";
+      return "op must be acquire, renew, release, inspect or raise";
   }
 }
 

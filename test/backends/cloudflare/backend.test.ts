@@ -91,7 +91,7 @@ describe("the route", () => {
     expect(error).toBeInstanceOf(BackendError);
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
-    expect(error.message).toMatch(/op must be acquire, renew, release or inspect/);
+    expect(error.message).toMatch(/op must be acquire, renew, release, inspect or raise/);
   });
 });
 
