@@ -19,11 +19,10 @@ import IORedis from "ioredis";
 import pg from "pg";
 import { Mutex as SemaphoreMutex } from "redis-semaphore";
 import Redlock from "redlock";
-import type { Backend } from "../src/backend.ts";
 import { postgres } from "../src/backends/postgres/index.ts";
 import { redis } from "../src/backends/redis/index.ts";
-import { createMutex } from "../src/index.ts";
 import { OPS, type Op } from "./latency.ts";
+import { type Cycle, ours, time3 } from "./lib/cycles.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export interface ClientsResult {
@@ -34,50 +33,7 @@ export interface ClientsResult {
   versions: Record<string, string>;
 }
 
-type Cycle = () => Promise<[number, number, number, number]>;
-
-async function time3(a: () => Promise<unknown>, b: () => Promise<unknown>, c: () => Promise<unknown>) {
-  const t0 = performance.now();
-  await a();
-  const t1 = performance.now();
-  await b();
-  const t2 = performance.now();
-  await c();
-  return [t0, t1, t2, performance.now()] as [number, number, number, number];
-}
-
 const TTL = 15_000;
-
-function ours(backend: Backend, name: string): Record<"leasehold" | "backend", Cycle> {
-  const mutex = createMutex(backend, { name, ttl: TTL, owner: "bench" });
-  return {
-    leasehold: async () => {
-      let lease: Awaited<ReturnType<typeof mutex.tryAcquire>> = null;
-      return time3(
-        async () => {
-          lease = await mutex.tryAcquire();
-          if (!lease) throw new Error(`bench: ${backend.name} tryAcquire found the lock taken`);
-        },
-        () => lease!.renew(),
-        () => lease!.release(),
-      );
-    },
-    backend: async () => {
-      const nonce = crypto.randomUUID();
-      const key = `${name}-backend`;
-      return time3(
-        async () => {
-          if (!(await backend.acquire({ key, owner: "bench", nonce, ttl: TTL })).ok)
-            throw new Error(`bench: ${backend.name} backend.acquire found the lock taken`);
-        },
-        async () => {
-          if (!(await backend.renew({ key, nonce, ttl: TTL }))) throw new Error("bench: renew lost");
-        },
-        () => backend.release({ key, nonce }),
-      );
-    },
-  };
-}
 
 async function measure(cycles: Record<string, Cycle>, iterations: number, warmup: number) {
   const samples: Record<string, Record<Op, number[]>> = {};
@@ -107,7 +63,7 @@ export async function runClients(
   try {
     const redlock = new Redlock([client], { retryCount: 0 });
     const redisCycles: Record<string, Cycle> = {
-      ...ours(redis(client), "bench-clients"),
+      ...ours(redis(client), "bench-clients", TTL),
       redlock: async () => {
         let lock: Awaited<ReturnType<typeof redlock.acquire>>;
         return time3(
@@ -142,7 +98,7 @@ export async function runClients(
     await postgres(pool, { createTable: true }).inspect("bench"); // the table, once
     let held: pg.PoolClient | undefined;
     const postgresCycles: Record<string, Cycle> = {
-      ...ours(postgres(pool), "bench-clients"),
+      ...ours(postgres(pool), "bench-clients", TTL),
       advisory: () =>
         time3(
           async () => {

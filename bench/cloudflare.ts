@@ -17,6 +17,7 @@ import { durableObject } from "../src/backends/cloudflare/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import type { Op } from "./latency.ts";
+import { type Cycle, mutexCycle, time3 } from "./lib/cycles.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export type CloudflareContender = "cf floor" | "cf leasehold" | "upstash";
@@ -35,32 +36,6 @@ export interface CloudflareResult {
   series: Record<CloudflareContender, Record<Op, Summary>>;
   /** Requests leasehold sent through the route per operation (mean over the measured cycles). */
   requests: Record<Op, number>;
-}
-
-type Cycle = () => Promise<[number, number, number, number]>;
-
-async function time3(a: () => Promise<unknown>, b: () => Promise<unknown>, c: () => Promise<unknown>) {
-  const t0 = performance.now();
-  await a();
-  const t1 = performance.now();
-  await b();
-  const t2 = performance.now();
-  await c();
-  return [t0, t1, t2, performance.now()] as [number, number, number, number];
-}
-
-function mutexCycle(mutex: ReturnType<typeof createMutex>, label: string): Cycle {
-  return () => {
-    let lease: Awaited<ReturnType<typeof mutex.tryAcquire>> = null;
-    return time3(
-      async () => {
-        lease = await mutex.tryAcquire();
-        if (!lease) throw new Error(`bench: ${label} tryAcquire found the lock taken`);
-      },
-      () => lease!.renew(),
-      () => lease!.release(),
-    );
-  };
 }
 
 export async function runCloudflare(t: CloudflareTargets): Promise<CloudflareResult> {

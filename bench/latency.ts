@@ -24,6 +24,7 @@ import { azureBlob } from "../src/backends/azure-blob/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex, LeaseLostError } from "../src/index.ts";
 import { requestSignal } from "../src/signals.ts";
+import { type Cycle, ours, time3 } from "./lib/cycles.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export type Op = "acquire" | "renew" | "release";
@@ -54,9 +55,6 @@ export interface LatencyResult {
   /** Micro-costs that explain the overhead, µs per call (batches of 100, median over batches). */
   costs: Record<string, Summary>;
 }
-
-/** One contender: a full cycle with a timestamp after each operation. */
-type Cycle = () => Promise<[number, number, number, number]>;
 
 interface Captured {
   url: string;
@@ -111,47 +109,6 @@ async function capture(make: (f: FetchLike) => Backend, name: string, ttl: numbe
   await lease.release();
   cut();
   return phases;
-}
-
-async function time3(a: () => Promise<unknown>, b: () => Promise<unknown>, c: () => Promise<unknown>) {
-  const t0 = performance.now();
-  await a();
-  const t1 = performance.now();
-  await b();
-  const t2 = performance.now();
-  await c();
-  return [t0, t1, t2, performance.now()] as [number, number, number, number];
-}
-
-/** leasehold's public API and its backend alone, on `backend`, for the lock `name`. */
-function ours(backend: Backend, name: string, ttl: number): Record<"leasehold" | "backend", Cycle> {
-  const mutex = createMutex(backend, { name, ttl, owner: OWNER });
-  return {
-    leasehold: async () => {
-      let lease: Awaited<ReturnType<typeof mutex.tryAcquire>> = null;
-      return time3(
-        async () => {
-          lease = await mutex.tryAcquire();
-          if (!lease) throw new Error(`bench: ${backend.name} tryAcquire found the lock taken`);
-        },
-        () => lease!.renew(),
-        () => lease!.release(),
-      );
-    },
-    backend: async () => {
-      const nonce = crypto.randomUUID();
-      return time3(
-        async () => {
-          const r = await backend.acquire({ key: name, owner: "bench", nonce, ttl });
-          if (!r.ok) throw new Error(`bench: ${backend.name} backend.acquire found the lock taken`);
-        },
-        async () => {
-          if (!(await backend.renew({ key: name, nonce, ttl }))) throw new Error("bench: renew lost");
-        },
-        () => backend.release({ key: name, nonce }),
-      );
-    },
-  };
 }
 
 async function upstashCycles(t: Targets): Promise<Record<Contender, Cycle>> {
