@@ -8,11 +8,12 @@ import postgresJs from "postgres";
 import { inject } from "vitest";
 import type { PostgresClientLike } from "../../../src/backends/postgres/index.ts";
 import { registerSecret } from "../../harness/secrets.ts";
+import { type Made as MadeClient, sharedClients } from "../../harness/shapes.ts";
 
 export const ctx = inject("postgres");
 registerSecret(ctx.password);
 
-type Made = { client: PostgresClientLike; close: () => Promise<unknown> };
+type Made = MadeClient<PostgresClientLike>;
 
 export const SHAPES: Record<string, () => Promise<Made>> = {
   "pg Pool": async () => {
@@ -38,21 +39,4 @@ export const SHAPES: Record<string, () => Promise<Made>> = {
   },
 };
 
-const open = new Map<string, Promise<Made>>();
-
-/** The shared client of shape `label`, connected on first use. */
-export async function client(label: string): Promise<PostgresClientLike> {
-  let made = open.get(label);
-  if (!made) {
-    made = SHAPES[label]!();
-    open.set(label, made);
-  }
-  return (await made).client;
-}
-
-/** Closes every client opened by `client()`. */
-export async function closeClients(): Promise<void> {
-  const all = [...open.values()];
-  open.clear();
-  await Promise.all(all.map(async (m) => (await m).close()));
-}
+export const { client, closeClients } = sharedClients(SHAPES);

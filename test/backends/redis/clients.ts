@@ -8,13 +8,14 @@ import { createClient, createCluster } from "redis";
 import { inject } from "vitest";
 import type { RedisClientLike } from "../../../src/backends/redis/index.ts";
 import { registerSecret } from "../../harness/secrets.ts";
+import { type Made as MadeClient, sharedClients } from "../../harness/shapes.ts";
 
 const ctx = inject("redis");
 registerSecret(ctx.password);
 const { ports } = inject("redisCluster");
 const upstash = inject("upstash");
 
-type Made = { client: RedisClientLike; close: () => Promise<unknown> };
+type Made = MadeClient<RedisClientLike>;
 
 export const SHAPES: Record<string, () => Promise<Made>> = {
   ioredis: async () => {
@@ -41,21 +42,4 @@ export const SHAPES: Record<string, () => Promise<Made>> = {
   }),
 };
 
-const open = new Map<string, Promise<Made>>();
-
-/** The shared client of shape `label`, connected on first use. */
-export async function client(label: string): Promise<RedisClientLike> {
-  let made = open.get(label);
-  if (!made) {
-    made = SHAPES[label]!();
-    open.set(label, made);
-  }
-  return (await made).client;
-}
-
-/** Closes every client opened by `client()`. */
-export async function closeClients(): Promise<void> {
-  const all = [...open.values()];
-  open.clear();
-  await Promise.all(all.map(async (m) => (await m).close()));
-}
+export const { client, closeClients } = sharedClients(SHAPES);
