@@ -50,6 +50,17 @@ function smokeVars(runtime: string): Record<string, string> {
   };
 }
 
+/** Deno's arguments for a runner: type-checked, the JSR map, loopback only, the smoke variables. */
+const denoRun = (script: string): string[] => [
+  "run",
+  "--check",
+  "--no-lock",
+  "--config=test/harness/smoke/deno.json",
+  "--allow-net=127.0.0.1",
+  `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
+  script,
+];
+
 interface Report {
   runtime: string;
   passed: string[];
@@ -144,15 +155,7 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
   });
 
   it("Deno: the .ts sources through jsr:@leasehold/leasehold, type-checked, net 127.0.0.1 only", async () => {
-    const report = await runSmoke("deno", DENO, [
-      "run",
-      "--check",
-      "--no-lock",
-      "--config=test/harness/smoke/deno.json",
-      "--allow-net=127.0.0.1",
-      `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
-      "test/harness/smoke/run-deno.ts",
-    ]);
+    const report = await runSmoke("deno", DENO, denoRun("test/harness/smoke/run-deno.ts"));
     expectComplete(report, "deno");
     expect(String(report.deno)).toMatch(/^2\./);
   });
@@ -233,15 +236,7 @@ describe("the conformance suite through durableObject({ url, token })", {
   });
 
   it("Deno: the .ts sources through jsr:@leasehold/leasehold, type-checked", async () => {
-    const report = await conformance("deno", DENO, [
-      "run",
-      "--check",
-      "--no-lock",
-      "--config=test/harness/smoke/deno.json",
-      "--allow-net=127.0.0.1",
-      `--allow-env=${Object.keys(smokeVars("deno")).join(",")}`,
-      "test/harness/smoke/run-conformance-deno.ts",
-    ]);
+    const report = await conformance("deno", DENO, denoRun("test/harness/smoke/run-conformance-deno.ts"));
     expect(report.passed).toEqual(names);
   });
 });
