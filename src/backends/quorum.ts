@@ -201,11 +201,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       const settle = (answer: Answer<T>): void => {
         pending--;
         // A member's own failure is reported; the end of a request we stopped waiting for is not.
-        if (!answer.ok && !signal?.aborted && !cancelled) {
-          try {
-            onMemberError?.(answer.error, answer.member);
-          } catch {}
-        }
+        if (!answer.ok && !signal?.aborted && !cancelled) report(answer.error, answer.member);
         if (decided) late(answer);
         else {
           answers.push(answer);
@@ -263,23 +259,20 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     lateMs = Math.min(ttl, STRAGGLER_MS);
     return lateMs;
   };
-  const giveBack = (member: number, key: string, nonce: string): void => {
-    members[member]!.release({ key, nonce, signal: AbortSignal.timeout(lateMs) }).catch((error: unknown) => {
-      try {
-        onMemberError?.(error, member);
-      } catch {}
-    });
+  /** Hands a member's failure to onMemberError, which may not throw into the quorum. */
+  function report(error: unknown, member: number): void {
+    try {
+      onMemberError?.(error, member);
+    } catch {}
+  }
+  /** A request nobody waits for: bounded by one ttl, its failure reported. */
+  const background = (member: number, work: (b: Backend, signal: AbortSignal) => Promise<unknown>): void => {
+    work(members[member]!, AbortSignal.timeout(lateMs)).catch((error: unknown) => report(error, member));
   };
-
-  const raiseLate = (member: number, key: string, owner: string, nonce: string, token: number): void => {
-    members[member]!.raiseFence!({ key, owner, nonce, token, signal: AbortSignal.timeout(lateMs) }).catch(
-      (error: unknown) => {
-        try {
-          onMemberError?.(error, member);
-        } catch {}
-      },
-    );
-  };
+  const giveBack = (member: number, key: string, nonce: string): void =>
+    background(member, (b, signal) => b.release({ key, nonce, signal }));
+  const raiseLate = (member: number, key: string, owner: string, nonce: string, token: number): void =>
+    background(member, (b, signal) => b.raiseFence!({ key, owner, nonce, token, signal }));
 
   return {
     name: NAME,
