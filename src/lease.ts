@@ -1,7 +1,7 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
 import { LeaseLostError } from "./errors.ts";
-import { requestSignal } from "./signals.ts";
+import { type Bounded, requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
 import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
 
@@ -70,55 +70,73 @@ export async function releaseNonce(backend: Backend, key: string, nonce: string,
 
 /** Creates the handle for a freshly acquired lock and starts its renewal. @internal */
 export function createLease(init: LeaseInit): Lease {
-  const { backend, name, nonce, ttl, guard } = init;
-  const ctrl = new AbortController();
+  const { backend, name, nonce, ttl, guard, stopMargin } = init;
   let deadline = init.tSend + ttl - guard;
-  let cancelDeadline = (): void => {};
-  let cancelRenewal = (): void => {};
+  // Why the lease ended: a LeaseLostError, or for a release the function that makes it (a lease
+  // whose signal nobody read never builds it). Set once.
+  let ended: unknown;
+  // The signal's controller, made when `signal` is first read: a lease nobody watches pays for
+  // no AbortSignal (docs/DESIGN.md §4.8).
+  let ctrl: AbortController | undefined;
+  // The lease's one timer, due at the next renewal or at the deadline, whichever comes first.
+  let cancel = (): void => {};
+  let renewDue = Number.POSITIVE_INFINITY;
+  let failures = 0;
+  let renewing: Bounded | undefined;
   let inflight: Promise<void> | undefined;
   let released: Promise<void> | undefined;
   let lastError: unknown;
 
+  const reason = (): unknown => {
+    if (typeof ended === "function") ended = ended();
+    return ended;
+  };
+  const end = (why: unknown): void => {
+    ended = why;
+    cancel();
+    if (renewing) renewing.abort(reason());
+    if (ctrl) ctrl.abort(reason());
+  };
   const lose = (why: string, cause: unknown = lastError): void => {
-    if (ctrl.signal.aborted) return;
-    cancelDeadline();
-    cancelRenewal();
-    ctrl.abort(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
+    if (!ended) end(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
   };
 
   /** Loses the lease when the clock says its deadline has passed; whether it is still held. */
   const checkDeadline = (): boolean => {
-    if (now() < deadline) return !ctrl.signal.aborted;
+    if (now() < deadline) return !ended;
     lose("its deadline passed without a successful renewal");
     return false;
   };
 
-  const armDeadline = (): void => {
-    cancelDeadline();
+  const arm = (): void => {
+    cancel();
     // A timer may fire a little early on some runtimes: only the clock decides.
-    cancelDeadline = timer(deadline - now(), () => checkDeadline() && armDeadline());
+    cancel = timer(Math.min(renewDue, deadline) - now(), tick);
   };
 
   const renewOnce = (): Promise<void> => {
-    if (ctrl.signal.aborted) return Promise.reject(ctrl.signal.reason);
+    if (ended) return Promise.reject(reason());
     inflight ??= (async () => {
       const tSend = now();
-      const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend), ctrl.signal);
+      // The lease ending meanwhile aborts it with the lease's reason (see `end`).
+      const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
+      renewing = bounded;
       try {
         const ours = await backend.renew({ key: name, nonce, ttl, signal: bounded.signal });
-        if (ctrl.signal.aborted) throw ctrl.signal.reason;
+        if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("a renewal was answered after its deadline");
         else if (ours !== true) lose("the backend says another owner holds it", undefined);
-        if (ctrl.signal.aborted) throw ctrl.signal.reason;
+        if (ended) throw reason();
         deadline = tSend + ttl - guard;
         lastError = undefined;
-        armDeadline();
+        arm();
       } catch (error) {
-        if (!ctrl.signal.aborted) lastError = error;
+        if (!ended) lastError = error;
         throw error;
       } finally {
         bounded.done();
+        renewing = undefined;
         inflight = undefined;
       }
     })();
@@ -126,47 +144,53 @@ export function createLease(init: LeaseInit): Lease {
   };
 
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
-  const schedule = (ms: number, failures: number): void => {
-    cancelRenewal();
-    const due = now() + Math.max(0, ms);
-    cancelRenewal = timer(ms, () => {
-      // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
-      // the holder relies on to stop in time: abort first, then free the lock for the next term.
-      // Timers are routinely a few ms late: the guard's timer allowance is not a stall.
-      const late = now() - due;
-      if (late > Math.max(init.stopMargin, guard - init.stopMargin)) {
-        lose(
-          `the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${init.stopMargin} ms)`,
-        );
-        release().catch(() => {});
-        return;
-      }
-      renewOnce().then(
-        () => schedule(renewalDelay(ttl), 0),
-        () => {
-          if (ctrl.signal.aborted) return;
-          schedule(Math.min(renewalRetryDelay(failures, ttl), deadline - now()), failures + 1);
-        },
-      );
-    });
-  };
+  function tick(): void {
+    const late = now() - renewDue;
+    // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
+    // the holder relies on to stop in time: abort first, then free the lock for the next term.
+    // Timers are routinely a few ms late: the guard's timer allowance is not a stall.
+    if (late > Math.max(stopMargin, guard - stopMargin)) {
+      lose(`the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${stopMargin} ms)`);
+      release().catch(() => {});
+      return;
+    }
+    if (!checkDeadline()) return;
+    if (late < 0) {
+      arm(); // early, or the deadline's turn while a renewal is out
+      return;
+    }
+    renewDue = Number.POSITIVE_INFINITY;
+    arm();
+    renewOnce().then(
+      () => {
+        failures = 0;
+        renewDue = now() + renewalDelay(ttl);
+        arm();
+      },
+      () => {
+        if (ended) return;
+        renewDue = now() + Math.max(0, Math.min(renewalRetryDelay(failures++, ttl), deadline - now()));
+        arm();
+      },
+    );
+  }
 
-  armDeadline();
-  if (init.autoRenew) schedule(renewalDelay(ttl), 0);
+  if (init.autoRenew) renewDue = now() + renewalDelay(ttl);
+  arm();
 
   const release = (): Promise<void> =>
     (released ??= (async () => {
-      const wasLost = ctrl.signal.aborted;
+      const wasLost = !!ended;
       if (!wasLost) {
-        cancelDeadline();
-        cancelRenewal();
-        // A release is no failure: its reason needs no stack, and capturing one costs ~20 µs on V8.
-        const error = Error as { stackTraceLimit?: number | undefined };
-        const limit = error.stackTraceLimit;
-        error.stackTraceLimit = 0;
-        const reason = new LeaseLostError(`lease on "${name}" was released`);
-        error.stackTraceLimit = limit;
-        ctrl.abort(reason);
+        end(() => {
+          // A release is no failure: its reason needs no stack, and capturing one costs ~20 µs on V8.
+          const error = Error as { stackTraceLimit?: number | undefined };
+          const limit = error.stackTraceLimit;
+          error.stackTraceLimit = 0;
+          const why = new LeaseLostError(`lease on "${name}" was released`);
+          error.stackTraceLimit = limit;
+          return why;
+        });
       }
       // Even a lost lease is released on the backend: after a partition the lock may still carry
       // our nonce, and freeing it lets the next holder in without waiting for the expiry.
@@ -181,9 +205,15 @@ export function createLease(init: LeaseInit): Lease {
     name,
     owner: init.owner,
     token: init.token,
-    signal: ctrl.signal,
+    get signal() {
+      if (!ctrl) {
+        ctrl = new AbortController();
+        if (ended) ctrl.abort(reason());
+      }
+      return ctrl.signal;
+    },
     get valid() {
-      return !ctrl.signal.aborted && checkDeadline();
+      return checkDeadline();
     },
     get expiresAt() {
       return Date.now() + (deadline - now());

@@ -41,17 +41,34 @@ export function aborted(signal: AbortSignal): Promise<void> {
   });
 }
 
+/** The signal of one request, bounded in time: `done()` when finished, `abort(reason)` to end it early. */
+export interface Bounded {
+  signal: AbortSignal;
+  done: () => void;
+  abort: (reason: unknown) => void;
+}
+
 /**
  * A signal for one backend request: aborts with `parent`, or after `ms` with a retryable
- * "no answer" {@link BackendError}. Call `done()` afterwards.
+ * "no answer" {@link BackendError}. Call `done()` afterwards; `abort(reason)` ends it early. One controller, one timer and at
+ * most one listener: it is made for every request, so it stays cheap.
  */
-export function requestSignal(
-  backend: string,
-  op: string,
-  ms: number,
-  parent?: AbortSignal,
-): { signal: AbortSignal; done: () => void } {
-  return linkedSignal([parent], ms, () => noAnswer(backend, op, ms));
+export function requestSignal(backend: string, op: string, ms: number, parent?: AbortSignal): Bounded {
+  const ctrl = new AbortController();
+  const abort = (reason: unknown) => ctrl.abort(reason);
+  const cancel = timer(ms, () => abort(noAnswer(backend, op, ms)));
+  if (!parent) return { signal: ctrl.signal, done: cancel, abort };
+  const onAbort = () => abort(parent.reason);
+  if (parent.aborted) onAbort();
+  else parent.addEventListener("abort", onAbort, { once: true });
+  return {
+    signal: ctrl.signal,
+    done: () => {
+      cancel();
+      parent.removeEventListener("abort", onAbort);
+    },
+    abort,
+  };
 }
 
 /** The retryable error of a request `op` that got no answer within `ms`. */

@@ -244,7 +244,7 @@ describe("lease.valid", () => {
 describe("release", () => {
   it("clears every timer and aborts the signal; idempotent", async () => {
     const lease = (await createMutex(memory(), { name: "t", ttl: 900 }).tryAcquire())!;
-    expect(vi.getTimerCount()).toBe(2); // deadline + renewal
+    expect(vi.getTimerCount()).toBe(1); // one timer: the next renewal or the deadline
     await lease.release();
     expect(vi.getTimerCount()).toBe(0);
     expect(lease.signal.aborted).toBe(true);
@@ -261,6 +261,42 @@ describe("release", () => {
     await vi.advanceTimersByTimeAsync(400);
     expect(lease.signal.aborted).toBe(true);
     await expect(lease.release()).resolves.toBeUndefined();
+  });
+
+  it("a signal read before the end aborts then; one first read after the end is already aborted, same reason", async () => {
+    const backend = backendWith({ renew: async () => false });
+    const mutex = createMutex(backend, { name: "late", ttl: 900 });
+    // Released: the signal read early aborts on release with the reason renew() then rejects with.
+    const early = (await mutex.tryAcquire())!;
+    const watched = early.signal;
+    expect(watched.aborted).toBe(false);
+    await early.release();
+    expect(watched.aborted).toBe(true);
+    expect(watched.reason).toBeInstanceOf(LeaseLostError);
+    await expect(early.renew()).rejects.toBe(watched.reason);
+    // Released, the signal never read before: aborted at first read, with the release's reason.
+    const quiet = (await mutex.tryAcquire())!;
+    await quiet.release();
+    await expect(quiet.renew()).rejects.toBeInstanceOf(LeaseLostError);
+    expect(quiet.signal.aborted).toBe(true);
+    expect(String(quiet.signal.reason?.message)).toMatch(/was released/);
+    await expect(quiet.renew()).rejects.toBe(quiet.signal.reason);
+    // Lost (the backend says it is someone else's), the signal never read before: same.
+    const lost = (await mutex.tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(330);
+    expect(lost.valid).toBe(false);
+    expect(lost.signal.aborted).toBe(true);
+    expect(String(lost.signal.reason?.message)).toMatch(/another owner holds it/);
+    await lost.release();
+  });
+
+  it("release aborts a renewal in flight with the lease's reason", async () => {
+    const backend = backendWith({ renew: (r) => never(r.signal) });
+    const lease = (await createMutex(backend, { name: "t", ttl: 900, renew: false }).tryAcquire())!;
+    const renewing = lease.renew();
+    await lease.release();
+    await expect(renewing).rejects.toBe(lease.signal.reason);
+    expect(vi.getTimerCount()).toBe(0);
   });
 
   it("rejects with the backend error for a held lease whose release failed", async () => {
