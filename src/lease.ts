@@ -78,7 +78,8 @@ export function createLease(init: LeaseInit): Lease {
   // The signal's controller, made when `signal` is first read: a lease nobody watches pays for
   // no AbortSignal (docs/DESIGN.md §4.8).
   let ctrl: AbortController | undefined;
-  // The lease's one timer, due at the next renewal or at the deadline, whichever comes first.
+  // The lease's one timer, due at the next renewal or at the deadline, whichever comes first
+  // (or earlier: see arm).
   let cancel = (): void => {};
   let renewDue = Number.POSITIVE_INFINITY;
   let failures = 0;
@@ -108,10 +109,16 @@ export function createLease(init: LeaseInit): Lease {
     return false;
   };
 
+  let armedAt = Number.POSITIVE_INFINITY;
   const arm = (): void => {
+    const at = Math.min(renewDue, deadline);
+    // A timer already due before `at` stays: tick() asks the clock and arms the next one then
+    // (a renewal moves the deadline later, and costs no timer). A timer may also fire a little
+    // early on some runtimes: only the clock decides.
+    if (at >= armedAt) return;
     cancel();
-    // A timer may fire a little early on some runtimes: only the clock decides.
-    cancel = timer(Math.min(renewDue, deadline) - now(), tick);
+    armedAt = at;
+    cancel = timer(at - now(), tick);
   };
 
   const renewOnce = (): Promise<void> => {
@@ -145,6 +152,7 @@ export function createLease(init: LeaseInit): Lease {
 
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
   function tick(): void {
+    armedAt = Number.POSITIVE_INFINITY;
     const late = now() - renewDue;
     // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
     // the holder relies on to stop in time: abort first, then free the lock for the next term.
