@@ -346,12 +346,10 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       const origin = (await mf.ready).origin;
       const answers = await Promise.all(
         Array.from({ length: 8 }, (_, i) =>
-          mf
-            .dispatchFetch(`${origin}/geocode`, { method: "POST", body: `address ${i}` })
-            .then(async (r) => ({
-              status: r.status,
-              body: (await r.json()) as { slot: number; result: string },
-            })),
+          mf.dispatchFetch(`${origin}/geocode`, { method: "POST", body: `address ${i}` }).then(async (r) => ({
+            status: r.status,
+            body: (await r.json()) as { slot: number; result: string },
+          })),
         ),
       );
       expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
