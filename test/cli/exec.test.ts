@@ -107,7 +107,7 @@ describe("leasehold exec --limit", () => {
     const name = unique("limit");
     // Each copy prints its slot and when it started and ended (ms since the epoch).
     const script =
-      'echo "start $LEASEHOLD_SLOT $LEASEHOLD_TOKEN $(date +%s%3N)"; sleep 1; echo "end $(date +%s%3N)"';
+      'echo "start $LEASEHOLD_SLOT $LEASEHOLD_TOKEN $(date +%s%3N)"; sleep 3; echo "end $(date +%s%3N)"';
     const copies = Array.from({ length: 5 }, () =>
       sh(["exec", "--name", name, "--limit", "2", "--wait", "--retry-delay", "100", "--ttl", "3000"], script),
     );
