@@ -15,6 +15,8 @@
 //  10 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
 //  11 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
 //                   postgres() vs a pg advisory lock on one pg Pool
+//  12 semaphore     bench/semaphore.ts: createSemaphore (upstash, redis) vs redis-semaphore's
+//                   Semaphore, limits 1, 5, 50 (alone: `npx tsx bench/semaphore.ts`)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,6 +35,7 @@ import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
+import { runSemaphore } from "./semaphore.ts";
 import { runSize } from "./size.ts";
 
 const plan = QUICK
@@ -198,6 +201,15 @@ try {
     plan.warmup,
   );
 
+  log(
+    `12 semaphore: limits 1, 5, 50; ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
+  );
+  const semaphore = await runSemaphore(
+    { upstash: upstashTarget, redisPort: servers.redis.port },
+    plan.iterations,
+    plan.warmup,
+  );
+
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -214,6 +226,7 @@ try {
     cloudflare,
     dynamodb,
     clients,
+    semaphore,
     seconds: Math.round((performance.now() - started) / 1000),
   };
   results.targets = evaluateTargets(results);
