@@ -2,7 +2,7 @@
 // held open in line): 8 OS processes through the fault proxy (test/harness/invariant.ts has the
 // machinery and the checks). LEASEHOLD_SOAK_MS (default 30 000 ms here) and LEASEHOLD_SEED as in
 // invariant.test.ts. Then the same for a semaphore of limit 3 (acquireAny: one request per
-// attempt to the object that holds all its slots), 12 s.
+// attempt to the object that holds all its slots), 10 s.
 import { afterAll, beforeAll, expect, inject } from "vitest";
 import { expectEveryHttpFault, httpFaults, invariantTest } from "../harness/invariant.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
@@ -43,7 +43,7 @@ invariantTest(
 
 invariantTest(
   "taking permits of a semaphore of limit 3 on the Durable Object under random faults",
-  12_000,
+  10_000,
   () => ({
     limit: 3,
     faults: httpFaults(proxy, (body) => body.includes('"op":"renew"')),
