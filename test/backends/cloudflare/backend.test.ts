@@ -261,6 +261,16 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     },
   );
 
+  it("limit 1 000 (the largest) with the longest owner: the one request fits the request cap", async () => {
+    const name = `${unique()}-${"n".repeat(200)}`; // with its slot keys, within 255 characters
+    const ops: string[] = [];
+    const sem = createSemaphore(counting(ops), { name, limit: 1_000, owner: "o".repeat(256), ttl: 5_000 });
+    const permit = await sem.tryAcquire();
+    expect(permit?.slot).toBe(0);
+    expect(ops).toEqual(["acquireAny"]);
+    await permit!.release();
+  });
+
   it("keys that are not the slots of one semaphore: one acquire per key in order, the first grant kept", async () => {
     const [a, b] = [unique(), unique()];
     const ops: string[] = [];
