@@ -1,6 +1,7 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
 import { LeaseLostError } from "./errors.ts";
+import { type Emit, failure, type LossReason } from "./events.ts";
 import { requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
 import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
@@ -56,6 +57,8 @@ export interface LeaseInit {
   /** Monotonic time read just before the acquire request was sent. */
   tSend: number;
   autoRenew: boolean;
+  /** Reports the lease's events (renewed, renew-failed, lost, released); absent without an observer. */
+  emit?: Emit | undefined;
 }
 
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
@@ -70,7 +73,7 @@ export async function releaseNonce(backend: Backend, key: string, nonce: string,
 
 /** Creates the handle for a freshly acquired lock and starts its renewal. @internal */
 export function createLease(init: LeaseInit): Lease {
-  const { backend, name, nonce, ttl, guard } = init;
+  const { backend, name, nonce, ttl, guard, token, emit } = init;
   const ctrl = new AbortController();
   let deadline = init.tSend + ttl - guard;
   let cancelDeadline = (): void => {};
@@ -79,17 +82,18 @@ export function createLease(init: LeaseInit): Lease {
   let released: Promise<void> | undefined;
   let lastError: unknown;
 
-  const lose = (why: string, cause: unknown = lastError): void => {
+  const lose = (reason: LossReason, why: string, cause: unknown = lastError): void => {
     if (ctrl.signal.aborted) return;
     cancelDeadline();
     cancelRenewal();
     ctrl.abort(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
+    emit?.({ type: "lost", token, reason });
   };
 
   /** Loses the lease when the clock says its deadline has passed; whether it is still held. */
   const checkDeadline = (): boolean => {
     if (now() < deadline) return !ctrl.signal.aborted;
-    lose("its deadline passed without a successful renewal");
+    lose("deadline", "its deadline passed without a successful renewal");
     return false;
   };
 
@@ -108,14 +112,18 @@ export function createLease(init: LeaseInit): Lease {
         const ours = await backend.renew({ key: name, nonce, ttl, signal: bounded.signal });
         if (ctrl.signal.aborted) throw ctrl.signal.reason;
         // No resurrection: a reply that lands after the deadline does not extend it.
-        if (now() >= deadline) lose("a renewal was answered after its deadline");
-        else if (ours !== true) lose("the backend says another owner holds it", undefined);
+        if (now() >= deadline) lose("late", "a renewal was answered after its deadline");
+        else if (ours !== true) lose("gone", "the backend says another owner holds it", undefined);
         if (ctrl.signal.aborted) throw ctrl.signal.reason;
         deadline = tSend + ttl - guard;
         lastError = undefined;
         armDeadline();
+        emit?.({ type: "renewed", token, latency: now() - tSend, margin: deadline - now() });
       } catch (error) {
-        if (!ctrl.signal.aborted) lastError = error;
+        if (!ctrl.signal.aborted) {
+          lastError = error;
+          emit?.({ type: "renew-failed", token, ...failure(error), margin: deadline - now() });
+        }
         throw error;
       } finally {
         bounded.done();
@@ -136,6 +144,7 @@ export function createLease(init: LeaseInit): Lease {
       const late = now() - due;
       if (late > Math.max(init.stopMargin, guard - init.stopMargin)) {
         lose(
+          "stalled",
           `the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${init.stopMargin} ms)`,
         );
         release().catch(() => {});
@@ -167,6 +176,7 @@ export function createLease(init: LeaseInit): Lease {
         const reason = new LeaseLostError(`lease on "${name}" was released`);
         error.stackTraceLimit = limit;
         ctrl.abort(reason);
+        emit?.({ type: "released", token, held: now() - init.tSend });
       }
       // Even a lost lease is released on the backend: after a partition the lock may still carry
       // our nonce, and freeing it lets the next holder in without waiting for the expiry.
@@ -180,7 +190,7 @@ export function createLease(init: LeaseInit): Lease {
   return {
     name,
     owner: init.owner,
-    token: init.token,
+    token,
     signal: ctrl.signal,
     get valid() {
       return !ctrl.signal.aborted && checkDeadline();

@@ -1,6 +1,7 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
 import type { Backend } from "./backend.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
+import { codeOf, emitter, failure, type LockEvent } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
@@ -35,6 +36,14 @@ export interface MutexOptions {
    * that work can stop in time. ≥ 0 and < ttl / 2. Default min(1 000, ttl / 5).
    */
   stopMargin?: number;
+  /**
+   * An observer of this mutex's events: acquire started, each attempt and its outcome, acquired
+   * (with the time waited), acquire failed, renewed (latency, margin left), renew failed, lost
+   * (why), released, and the leadership of a {@link createElection} on it (see {@link LockEvent}).
+   * Called synchronously; an observer that throws is ignored (the lock goes on), and one that
+   * returns a promise must handle its own rejections. Without it, no event is built.
+   */
+  onEvent?: (event: LockEvent) => void;
 }
 
 /** Options of {@link Mutex.acquire} and {@link Mutex.run}. */
@@ -73,6 +82,8 @@ export interface Mutex {
   readonly retryDelay: number;
   /** How long before the lease could expire its signal aborts, in ms (`stopMargin` or its default). */
   readonly stopMargin: number;
+  /** The `onEvent` observer, if any; {@link createElection} reports leadership through it. */
+  readonly onEvent?: ((event: LockEvent) => void) | undefined;
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
@@ -119,7 +130,8 @@ export interface Mutex {
  * ```
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {
-  const { name, ttl, renew, retryDelay, stopMargin, owner } = checkMutexOptions(backend, options);
+  const { name, ttl, renew, retryDelay, stopMargin, owner, onEvent } = checkMutexOptions(backend, options);
+  const emit = emitter(onEvent, name, owner);
   // The deadline is t_send + ttl − guard (docs/DESIGN.md §4.2).
   const guard = guardOf(ttl, stopMargin);
   const backendName = backend.name;
@@ -212,10 +224,33 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       stopMargin,
       tSend,
       autoRenew: renew,
+      emit,
     });
   };
 
   const isLease = (r: Lease | { retryAfter?: number }): r is Lease => "token" in r;
+
+  /**
+   * acquireOnce, reporting the attempt and, when granted, the acquisition (attempt `n` of an
+   * acquire that started at `start`). Only with an observer: without one it is acquireOnce.
+   */
+  const attempt = !emit
+    ? acquireOnce
+    : async (signal?: AbortSignal, queue?: { waiter: string; hold: number }, n = 1, start = now()) => {
+        try {
+          const r = await acquireOnce(signal, queue);
+          if (!isLease(r)) {
+            emit({ type: "attempt", outcome: "taken", retryAfter: r.retryAfter });
+            return r;
+          }
+          emit({ type: "attempt", outcome: "granted", token: r.token });
+          emit({ type: "acquired", token: r.token, waited: now() - start, attempts: n });
+          return r;
+        } catch (error) {
+          emit({ type: "attempt", outcome: "error", ...failure(error) });
+          throw error;
+        }
+      };
 
   const acquire = async (options?: AcquireOptions): Promise<Lease> => {
     const { signal, timeout, onError } = optionsOf("acquire", options);
@@ -225,6 +260,8 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     signal?.throwIfAborted();
     const start = now();
     const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+    emit?.({ type: "acquiring" });
+    let attempts = 0;
     // Whether the backend answered since the last failure, and whether a request is out now.
     let lastError: unknown;
     let answered = false;
@@ -242,9 +279,11 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       for (let failures = 0; ; failures++) {
         let wait = waitDelay(failures, retryDelay);
         pending = true;
+        attempts++;
         try {
           const hold = waiter ? queueHold(ttl, end - now()) : 0;
-          const result = await acquireOnce(outer.signal, waiter && hold >= 1 ? { waiter, hold } : undefined);
+          const queue = waiter && hold >= 1 ? { waiter, hold } : undefined;
+          const result = await attempt(outer.signal, queue, attempts, start);
           if (isLease(result)) return result;
           answered = true;
           lastError = undefined;
@@ -262,6 +301,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
         if (now() >= end) throw timedOut();
         await sleep(Math.min(wait, end - now()), outer.signal);
       }
+    } catch (error) {
+      emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
+      throw error;
     } finally {
       outer.done();
     }
@@ -284,11 +326,12 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     owner,
     retryDelay,
     stopMargin,
+    onEvent,
     async tryAcquire(options) {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
       signal?.throwIfAborted();
-      const result = await acquireOnce(signal);
+      const result = await attempt(signal);
       return isLease(result) ? result : null;
     },
     acquire,

@@ -2,6 +2,7 @@
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
 import type { Backend } from "./backend.ts";
+import type { LockEvent } from "./events.ts";
 import type { MutexOptions } from "./mutex.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin } from "./timing.ts";
@@ -49,6 +50,7 @@ export interface CheckedMutexOptions {
   retryDelay: number;
   stopMargin: number;
   owner: string;
+  onEvent: ((event: LockEvent) => void) | undefined;
 }
 
 /** Checks the backend and every option of createMutex; fills in the defaults. */
@@ -114,7 +116,8 @@ export function checkMutexOptions(backend: Backend, options: MutexOptions): Chec
     at,
     "owner must be a well-formed string of 1-256 characters",
   );
-  return { name, ttl, renew, retryDelay, stopMargin, owner };
+  checkFunction("createMutex", "onEvent", options.onEvent);
+  return { name, ttl, renew, retryDelay, stopMargin, owner, onEvent: options.onEvent };
 }
 
 /** The options object of the call `where`: `undefined` becomes `{}`; anything but an object is a TypeError. */
