@@ -59,7 +59,7 @@ describe("onEvent: acquiring", () => {
     const acquired = events[2] as LockEvent & { type: "acquired" };
     expect(acquired).toMatchObject({ type: "acquired", token: lease.token, attempts: 1 });
     expect(acquired.waited).toBeGreaterThanOrEqual(0);
-    expect(acquired.waited).toBeLessThan(100);
+    expect(acquired.waited).toBeLessThan(1_000);
     checkCommon(events, "free", "me");
     await lease.release();
   });
@@ -195,10 +195,10 @@ describe("onEvent: a held lease", () => {
     for (const e of renewed) {
       expect(e.token).toBe(lease.token);
       expect(e.latency).toBeGreaterThanOrEqual(0);
-      expect(e.latency).toBeLessThan(50);
-      // The new deadline is t_send + ttl − guard: the margin is about that, less the latency.
+      expect(e.latency).toBeLessThanOrEqual(ttl / 5); // a renewal's own bound
+      // The new deadline is t_send + ttl − guard: the margin is that, less the latency.
       expect(e.margin).toBeLessThanOrEqual(ttl - guardOf(ttl, mutex.stopMargin));
-      expect(e.margin).toBeGreaterThan(ttl - guardOf(ttl, mutex.stopMargin) - 50);
+      expect(e.margin).toBeGreaterThanOrEqual(ttl - guardOf(ttl, mutex.stopMargin) - ttl / 5);
     }
     await lease.renew();
     expect(events.at(-1)).toMatchObject({ type: "renewed", token: lease.token });
