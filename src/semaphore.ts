@@ -6,16 +6,18 @@ import {
   type AcquireOptions,
   type Attempt,
   type AttemptFn,
+  core,
   granted,
   inspectKey,
   isLease,
   keyAttempt,
   type MutexOptions,
+  observe,
   releaseInBackground,
   runWith,
   waitFor,
 } from "./mutex.ts";
-import { check, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { check, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
 import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
@@ -124,7 +126,7 @@ export interface Semaphore {
  */
 export function createSemaphore(backend: Backend, options: SemaphoreOptions): Semaphore {
   const at = "createSemaphore:";
-  const o = checkMutexOptions(backend, options, "createSemaphore");
+  const o = core(backend, options, "createSemaphore");
   const { name, ttl, guard, owner } = o;
   const { limit } = options;
   check(
@@ -228,7 +230,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     return retryAfter === undefined ? {} : { retryAfter };
   };
 
-  const attempt = perSlot.length === 0 ? anyAttempt : spreadAttempt;
+  const attempt = observe(o, perSlot.length === 0 ? anyAttempt : spreadAttempt);
   const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false) as Promise<Permit>;
 
   return {
