@@ -12,6 +12,7 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
+import { slotOf } from "../../slots.ts";
 
 // KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
 // Free: bump the fence, set the lock and return {1, token}. Already ours (a retried acquire):
@@ -80,9 +81,6 @@ export function parseValue(value: string): { owner: string; token: number } | nu
   return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
 }
 
-/** A semaphore's slot key: the semaphore's name, then `:permit:` and the slot. */
-const SLOT_KEY = /^(.+)(:permit:\d+)$/;
-
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
@@ -124,8 +122,8 @@ export function scriptBackend(runner: ScriptRunner): Backend {
 
   // A semaphore's slot key (semaphore.ts slotKey: `name:permit:i`) is tagged by the semaphore's name.
   const lockKey = (key: string) => {
-    const slot = SLOT_KEY.exec(key);
-    return slot ? `${prefix}{${slot[1]}}${slot[2]}` : `${prefix}{${key}}`;
+    const slot = slotOf(key);
+    return slot ? `${prefix}{${slot.name}}${key.slice(slot.name.length)}` : `${prefix}{${key}}`;
   };
   const ttlArg = (ttl: number) => Math.ceil(ttl);
   const nonceArg = (nonce: string) => {
