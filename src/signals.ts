@@ -56,7 +56,8 @@ export interface Bounded {
 export function requestSignal(backend: string, op: string, ms: number, parent?: AbortSignal): Bounded {
   const ctrl = new AbortController();
   const abort = (reason: unknown) => ctrl.abort(reason);
-  const cancel = timer(ms, () => abort(noAnswer(backend, op, ms)));
+  // Not unref'ed: the request it bounds keeps the process alive anyway, and unref costs µs on Node.
+  const cancel = timer(ms, () => abort(noAnswer(backend, op, ms)), true);
   if (!parent) return { signal: ctrl.signal, done: cancel, abort };
   const onAbort = () => abort(parent.reason);
   if (parent.aborted) onAbort();
