@@ -2,7 +2,7 @@
 // RESULTS.md from results.json without measuring). Starts redis-server
 // behind the Upstash bridge and Azurite (test/harness/servers/*), runs every part, writes
 // bench/results.json and bench/RESULTS.md from this run's numbers, and stops the servers.
-//   1 latency       bench/latency.ts, in child processes: node (tsx), Node 24, Bun
+//   1 latency       bench/latency.ts, in child processes: node (tsx), Node 22 (bench/runtimes), Node 24, Bun
 //   2 round trips   bench/roundtrips.ts
 //   3 bundle size   bench/size.ts
 //   4 failover      bench/failover.ts
@@ -27,7 +27,7 @@ import { runDenoKv } from "./denokv.ts";
 import { runDynamoDB } from "./dynamodb.ts";
 import { runFailover } from "./failover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
-import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
+import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
@@ -110,13 +110,20 @@ try {
     warmup: plan.warmup,
   };
 
-  const runtimes: { id: string; latency: string[]; cold: string[]; sources?: boolean }[] = [
+  // `cold: null`: measured in section 1 only (Node 22 is the bench's own runtime, bench/runtimes).
+  const runtimes: { id: string; latency: string[]; cold: string[] | null }[] = [
     {
       id: `node ${process.version}`,
       latency: [process.execPath, "--import", "tsx"],
       cold: [process.execPath],
     },
   ];
+  if (env.runtimes.node22)
+    runtimes.push({
+      id: `node ${env.runtimes.node22}`,
+      latency: [NODE22, "--import", "tsx"],
+      cold: null,
+    });
   if (env.runtimes.node24)
     runtimes.push({
       id: `node ${env.runtimes.node24}`,
@@ -125,6 +132,7 @@ try {
     });
   if (env.runtimes.bun) runtimes.push({ id: `bun ${env.runtimes.bun}`, latency: [BUN], cold: [BUN] });
   const missing = [
+    !env.runtimes.node22 && "Node 22 (bench/runtimes: npm ci --prefix bench/runtimes failed)",
     !env.runtimes.node24 && `Node 24 (${NODE24}; test/harness/servers/runtimes.ts could not install it)`,
     !env.runtimes.bun && "Bun",
     !env.runtimes.deno && "Deno",
@@ -162,7 +170,7 @@ try {
   });
 
   log(`6 cold start: ${plan.coldRuns} runs per runtime and backend`);
-  const cold: Runtime[] = runtimes.map((rt) => ({ id: rt.id, cmd: rt.cold }));
+  const cold: Runtime[] = runtimes.flatMap((rt) => (rt.cold ? [{ id: rt.id, cmd: rt.cold }] : []));
   if (env.runtimes.deno && existsSync(DENO))
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
