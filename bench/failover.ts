@@ -136,7 +136,7 @@ async function trialsOf<T>(trials: number, parallel: number, fn: () => Promise<T
 
 export async function runFailover(
   upstashTarget: { url: string; token: string },
-  opts: { trials: number; configs: { ttl: number; retryDelay: number }[] },
+  opts: { trials: number; parallel: number; configs: { ttl: number; retryDelay: number }[] },
   cloudflareTarget: { url: string; token: string },
 ): Promise<FailoverSeries[]> {
   const shared = memory(); // one store per backend kind; every trial has its own name
@@ -151,7 +151,7 @@ export async function runFailover(
   for (const backend of ["memory", "upstash", "cloudflare"] as const) {
     const make = makers[backend];
     for (const { ttl, retryDelay } of opts.configs) {
-      const crash = await trialsOf(opts.trials, 5, () => crashTrial(make, ttl, retryDelay));
+      const crash = await trialsOf(opts.trials, opts.parallel, () => crashTrial(make, ttl, retryDelay));
       const takeovers = crash.map((c) => c[0]);
       out.push({
         backend,
@@ -163,7 +163,7 @@ export async function runFailover(
         afterExpiry: summarize(crash.map((c) => c[1])),
         within: within(takeovers, ttl + retryDelay),
       });
-      const release = await trialsOf(opts.trials, 5, () => gracefulTrial(make, ttl, retryDelay));
+      const release = await trialsOf(opts.trials, opts.parallel, () => gracefulTrial(make, ttl, retryDelay));
       out.push({
         backend,
         kind: "graceful-release",
@@ -173,7 +173,7 @@ export async function runFailover(
         takeover: summarize(release),
         within: within(release, retryDelay),
       });
-      const lead = await trialsOf(opts.trials, 5, () => leadTrial(make, ttl, retryDelay));
+      const lead = await trialsOf(opts.trials, opts.parallel, () => leadTrial(make, ttl, retryDelay));
       out.push({
         backend,
         kind: "graceful-lead",

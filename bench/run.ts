@@ -41,6 +41,15 @@ const plan = QUICK
 const started = performance.now();
 const log = (msg: string) =>
   console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
+/** Seconds each section took, in the order they ran (RESULTS.md reports them). */
+const sectionSeconds: Record<string, number> = {};
+let current: { id: string; since: number } | undefined;
+/** Closes the section running (its time recorded) and, with `id`, logs and starts the next. */
+const section = (id?: string, msg = "") => {
+  if (current) sectionSeconds[current.id] = Math.round((performance.now() - current.since) / 100) / 10;
+  current = id === undefined ? undefined : { id, since: performance.now() };
+  if (id !== undefined) log(`${id}${msg}`);
+};
 
 /** Runs `script` (bench/latency.ts by default) in a child process on `cmd` and returns its result. */
 async function latencyChild<R = LatencyResult>(
@@ -140,48 +149,51 @@ try {
 
   const latency: LatencyResult[] = [];
   for (const rt of runtimes) {
-    log(`1 latency on ${rt.id}: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+    section(
+      `1 latency on ${rt.id}`,
+      `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
+    );
     const r = await latencyChild(rt.id, rt.latency, targets);
     latency.push({ ...r, runtime: rt.id });
   }
 
-  log(`2 round trips: ${plan.rtCycles} cycles per contender`);
+  section("2 round trips", `: ${plan.rtCycles} cycles per contender`);
   const roundTrips = await runRoundTrips(servers, plan.rtCycles);
 
-  log("3 bundle sizes");
+  section("3 bundle sizes");
   const size = await runSize();
 
-  log(`4 failover: ${plan.failTrials} trials per series`);
+  section("4 failover", `: ${plan.failTrials} trials per series`);
   const failoverConfigs = [
     { ttl: 1_000, retryDelay: 200 },
     { ttl: 2_000, retryDelay: 500 },
   ];
   const failover = await runFailover(
     upstashTarget,
-    { trials: plan.failTrials, configs: failoverConfigs },
+    { trials: plan.failTrials, parallel: plan.failParallel, configs: failoverConfigs },
     cloudflareTarget,
   );
 
-  log(`5 contention: 16 contenders x ${plan.perContender}`);
+  section("5 contention", `: 16 contenders x ${plan.perContender}`);
   const contention = await runContention(servers, {
     contenders: 16,
     perContender: plan.perContender,
     retryDelays: [1_000, 100],
   });
 
-  log(`6 cold start: ${plan.coldRuns} runs per runtime and backend`);
+  section("6 cold start", `: ${plan.coldRuns} runs per runtime and backend`);
   const cold: Runtime[] = runtimes.flatMap((rt) => (rt.cold ? [{ id: rt.id, cmd: rt.cold }] : []));
   if (env.runtimes.deno && existsSync(DENO))
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
 
-  log(`7 quorum: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  section("7 quorum", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const quorum = await runQuorum(plan.iterations, plan.warmup);
 
-  log(`8 deno kv: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
+  section("8 deno kv", `: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
   const denoKv = await runDenoKv(plan.iterations, plan.warmup, plan.failTrials);
 
-  log(`9 cloudflare: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  section("9 cloudflare", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const cloudflare = await latencyChild<CloudflareResult>(
     "node",
     [process.execPath, "--import", "tsx"],
@@ -194,18 +206,25 @@ try {
     "bench/cloudflare.ts",
   );
 
-  log(
-    `10 dynamodb: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up, ${plan.failTrials} takeovers`,
+  section(
+    "10 dynamodb",
+    `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up, ${plan.failTrials} takeovers`,
   );
   const dynamodb = await runDynamoDB(plan.iterations, plan.warmup, plan.failTrials);
 
-  log(`11 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  section("11 own clients", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const clients = await runClients(
     { redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
     plan.iterations,
     plan.warmup,
   );
 
+  section();
+  log(
+    `seconds per section: ${Object.entries(sectionSeconds)
+      .map(([id, x]) => `${id} ${x}`)
+      .join(", ")}`,
+  );
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -223,6 +242,7 @@ try {
     dynamodb,
     clients,
     seconds: Math.round((performance.now() - started) / 1000),
+    sectionSeconds,
   };
   results.targets = evaluateTargets(results);
   writeFileSync(`${ROOT}/bench/results.json`, `${JSON.stringify(results, null, 2)}\n`);
