@@ -35,9 +35,28 @@ import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSize } from "./size.ts";
 
+// Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19): 500 iterations put two
+// runs' medians within a few µs of each other; takeover trials wait rather than compute, so a
+// series runs all its trials at once (failParallel).
 const plan = QUICK
-  ? { iterations: 150, warmup: 30, rtCycles: 5, failTrials: 5, perContender: 50, coldRuns: 3 }
-  : { iterations: 1000, warmup: 100, rtCycles: 20, failTrials: 20, perContender: 200, coldRuns: 10 };
+  ? {
+      iterations: 150,
+      warmup: 30,
+      rtCycles: 5,
+      failTrials: 5,
+      failParallel: 5,
+      perContender: 50,
+      coldRuns: 3,
+    }
+  : {
+      iterations: 500,
+      warmup: 50,
+      rtCycles: 20,
+      failTrials: 20,
+      failParallel: 20,
+      perContender: 100,
+      coldRuns: 10,
+    };
 const started = performance.now();
 const log = (msg: string) =>
   console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
