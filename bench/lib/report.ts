@@ -353,7 +353,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
       res.sectionSeconds
         ? ` (${Object.entries(res.sectionSeconds)
             .map(([id, x]) => `${id}: ${x.toFixed(0)} s`)
-            .join(", ")}; the rest is starting and stopping the servers)`
+            .join(", ")}; the rest: starting the servers, finding the runtimes, writing the report)`
         : ""
     }. Every figure on this page comes from that run; bench/results.json holds the summaries (n, median, p90, p99, min, max, mean, stddev) of every series. Do not edit by hand: run the suite again.`,
     "",
@@ -373,7 +373,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
   out.push("", "## Headline", "", ...headline(res), "");
 
-  out.push("## Targets (docs/DESIGN.md §7)", "", "| target | this run | |", "|---|---|---|");
+  out.push("## Targets (docs/DESIGN.md §7 and issue 19)", "", "| target | this run | |", "|---|---|---|");
   for (const t of targets) out.push(`| ${t.target} | ${t.result} | ${mark(t.met)} |`);
   out.push("");
   if (analysis.length) out.push("## Where a target is missed, and why", "", ...analysis, "");
