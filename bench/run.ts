@@ -15,6 +15,8 @@
 //  10 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
 //  11 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
 //                   postgres() vs a pg advisory lock on one pg Pool
+//  12 semaphore     bench/semaphore.ts: createSemaphore (upstash, redis) vs redis-semaphore's
+//                   Semaphore, limits 1, 5, 50 (alone: `npx tsx bench/semaphore.ts`)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -33,6 +35,7 @@ import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
+import { runSemaphore } from "./semaphore.ts";
 import { runSize } from "./size.ts";
 
 // Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19): 500 iterations put two
@@ -238,6 +241,16 @@ try {
     plan.warmup,
   );
 
+  section(
+    "12 semaphore",
+    `: limits 1, 5, 50; ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
+  );
+  const semaphore = await runSemaphore(
+    { upstash: upstashTarget, redisPort: servers.redis.port },
+    plan.iterations,
+    plan.warmup,
+  );
+
   section();
   log(
     `seconds per section: ${Object.entries(sectionSeconds)
@@ -260,6 +273,7 @@ try {
     cloudflare,
     dynamodb,
     clients,
+    semaphore,
     seconds: Math.round((performance.now() - started) / 1000),
     sectionSeconds,
   };

@@ -17,6 +17,8 @@ export interface Options {
   owner: string;
   wait: boolean;
   timeout?: number;
+  /** exec: a semaphore of this many permits instead of a mutex. */
+  limit?: number;
   quiet: boolean;
   json: boolean;
   /** What happens to processes the command leaves in its group when it exits: wait for them, or stop them. */
@@ -109,6 +111,12 @@ export function parse(args: readonly string[]): Options | { help: string } {
     if (v !== undefined) options[key] = v;
   }
   if (timeout !== undefined) options.timeout = timeout;
+  const limit = str("--limit");
+  if (limit !== undefined) {
+    if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 1_000)
+      throw new UsageError(`--limit must be a whole number from 1 to 1000, got ${JSON.stringify(limit)}`);
+    options.limit = Number(limit);
+  }
   if (grace !== undefined) options.grace = grace;
   return options;
 }

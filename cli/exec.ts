@@ -4,13 +4,13 @@ import { isLockError, type Lease } from "../src/index.ts";
 import { aborted } from "../src/signals.ts";
 import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
-import { backendFailed, mutexFor } from "./mutex.ts";
+import { backendFailed, execLockFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
 import { type Command, ended, type Forwarded, onSignals, statusOf, supervise } from "./supervise.ts";
 import { signalStatus } from "./watchdog.ts";
 
 export async function exec(o: Options, backend: Backend): Promise<number> {
-  const { mutex, grace, beat } = mutexFor(o, backend);
+  const { mutex, grace, beat } = execLockFor(o, backend);
   let received: Forwarded | undefined;
   let command: Command | undefined;
   const waiting = new AbortController();

@@ -64,6 +64,11 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
     default: "$LEASEHOLD_AZURE_CONTAINER",
   },
   "--create-container": { in: ALL, help: "Create the Azure container when it is missing." },
+  "--limit": {
+    arg: "N",
+    in: ["exec"],
+    help: "At most N copies of the command at once across hosts (1-1000): a semaphore of N permits named --name; LEASEHOLD_SLOT tells the command which permit it holds. Every copy must give the same N (a larger one lets more run).",
+  },
   "--wait": { in: ["exec"], help: "Wait until the lock is free instead of exiting 75." },
   "--timeout": {
     arg: "MS",
@@ -177,7 +182,11 @@ the lock is released once it exited. While waiting, backend failures are reporte
 line every 10 s); a wait that ends while the backend fails exits 69, not 75.
 
 The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (the fencing token) in its
-environment.`,
+environment.
+
+With --limit N, up to N copies run at once across hosts (a semaphore: N permits, each an
+ordinary lock named N:permit:<slot>); "taken" then means all N permits are held, and the command
+also gets LEASEHOLD_SLOT (0 to N-1; the token increases per slot).`,
   lead: `leasehold lead --name N [options] -- command [args...]
 
 Active/passive: campaigns for leadership of the lock and runs the command while this process

@@ -1,12 +1,24 @@
-// The mutex a command runs under: the CLI's options turned into createMutex's, with the stop
-// margin that leaves the command time to be stopped before the lock can expire.
+// The mutex a command runs under (exec --limit: a semaphore): the CLI's options turned into
+// createMutex's, with the stop margin that leaves the command time to be stopped before the lock
+// can expire.
 import type { Backend } from "../src/backend.ts";
-import { createMutex, isLockError } from "../src/index.ts";
+import { createMutex, createSemaphore, isLockError, type MutexOptions } from "../src/index.ts";
 import type { Options } from "./args.ts";
 import { messageOf, UsageError } from "./output.ts";
 import { killSlack } from "./supervise.ts";
 
 export function mutexFor(o: Options, backend: Backend) {
+  return lockFor(o, (options) => createMutex(backend, options));
+}
+
+/** exec's lock: the mutex, or with --limit a semaphore seen through the same calls. */
+export function execLockFor(o: Options, backend: Backend) {
+  return lockFor(o, (options) =>
+    o.limit === undefined ? createMutex(backend, options) : semaphoreLock(backend, options, o.limit),
+  );
+}
+
+function lockFor<L>(o: Options, make: (options: MutexOptions) => L) {
   const slack = killSlack(o.ttl);
   const grace = o.grace ?? Math.min(5_000, Math.floor(o.ttl / 4));
   if (o.grace !== undefined && grace + slack >= o.ttl / 2) {
@@ -17,7 +29,7 @@ export function mutexFor(o: Options, backend: Backend) {
   try {
     // The signal aborts grace + slack before the lock could expire on the backend: time for a
     // SIGTERM, the grace period and a SIGKILL before anyone else can take the lock.
-    const mutex = createMutex(backend, {
+    const mutex = make({
       name: o.name,
       ttl: o.ttl,
       owner: o.owner,
@@ -29,11 +41,29 @@ export function mutexFor(o: Options, backend: Backend) {
     const beat = Math.max(20, Math.min(1_000, Math.floor(o.ttl / 10)));
     return { mutex, grace, beat };
   } catch (error) {
-    const text = messageOf(error).replace(/^createMutex: /, "");
+    const text = messageOf(error).replace(/^create(Mutex|Semaphore): /, "");
     throw new UsageError(
       text.replace(/^(ttl|name|owner|retryDelay)\b/, (f) => `--${f.replace("retryDelay", "retry-delay")}`),
     );
   }
+}
+
+/**
+ * A semaphore seen through the calls exec makes of a mutex; holder() describes the full
+ * semaphore's holders.
+ */
+function semaphoreLock(backend: Backend, options: MutexOptions, limit: number) {
+  const sem = createSemaphore(backend, { ...options, limit });
+  return {
+    acquire: sem.acquire,
+    tryAcquire: sem.tryAcquire,
+    async holder(): Promise<{ owner: string; token: number } | null> {
+      const held = await sem.holders();
+      if (held.length === 0) return null;
+      const owners = held.map((h) => `${h.owner} (slot ${h.slot}, token ${h.token})`);
+      return { owner: `all ${limit} permits: ${owners.join(", ")}`, token: held[0]!.token };
+    },
+  };
 }
 
 /** Whether an error means the backend failed (rather than the lock being taken). */

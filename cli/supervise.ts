@@ -186,5 +186,6 @@ export function childEnv(lease: Lease): Record<string, string | undefined> {
     LEASEHOLD_NAME: lease.name,
     LEASEHOLD_OWNER: lease.owner,
     LEASEHOLD_TOKEN: String(lease.token),
+    ...("slot" in lease ? { LEASEHOLD_SLOT: String(lease.slot) } : {}),
   };
 }

@@ -33,7 +33,7 @@ export interface HolderInfo {
   waiters?: number;
 }
 
-/** A storage backend for {@link createMutex}. See `leasehold/testing` to check one. */
+/** A storage backend for {@link createMutex} and `createSemaphore`. See `leasehold/testing` to check one. */
 export interface Backend {
   /** A short name used in error messages, such as `"upstash"`. */
   readonly name: string;
@@ -85,6 +85,22 @@ export interface Backend {
     hold: number;
     signal?: AbortSignal;
   }): Promise<AcquireResult>;
+  /**
+   * Optional: any free one of several locks in one request, for `createSemaphore` (one lock per
+   * permit slot: `keys` are the slot keys in order). Exactly as if {@link Backend.acquire} had been
+   * tried on each key in the given order and the first grant kept: the same per-key fence counter
+   * and key layout, so instances with and without it work together on one store. Answers the
+   * token and the `index` of the key it took, or `ok: false` with `retryAfter` the earliest
+   * expiry among the keys. One request. The core never uses it on a backend with
+   * `expiry: "observed"` (a takeover is per key there).
+   */
+  acquireAny?(r: {
+    keys: readonly string[];
+    owner: string;
+    nonce: string;
+    ttl: number;
+    signal?: AbortSignal;
+  }): Promise<{ ok: true; token: number; index: number } | { ok: false; retryAfter?: number }>;
   /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
   renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;
   /** Frees the lock if `nonce` owns it; does nothing otherwise. */

@@ -1,5 +1,5 @@
 /**
- * leasehold: a distributed mutex and leader election for every runtime with `fetch`.
+ * leasehold: a distributed mutex, semaphore and leader election for every runtime with `fetch`.
  * Backends live in their own entry points: `leasehold/memory`, `leasehold/upstash`,
  * `leasehold/azure-blob`.
  *
@@ -24,3 +24,12 @@ export {
 } from "./errors.ts";
 export type { Lease } from "./lease.ts";
 export { type AcquireOptions, createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
+export {
+  createSemaphore,
+  MAX_LIMIT,
+  type Permit,
+  type Semaphore,
+  type SemaphoreOptions,
+  type SlotHolder,
+  slotKey,
+} from "./semaphore.ts";

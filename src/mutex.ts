@@ -1,11 +1,19 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
-import type { Backend } from "./backend.ts";
+import type { Backend, HolderInfo } from "./backend.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
-import { checkFunction, checkMs, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
+import {
+  type CheckedMutexOptions,
+  checkFunction,
+  checkMs,
+  checkMutexOptions,
+  checkSignal,
+  isNumber,
+  optionsOf,
+} from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { now, sleep } from "./time.ts";
-import { guardOf, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
+import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
 export interface MutexOptions {
@@ -119,40 +127,105 @@ export interface Mutex {
  * ```
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {
-  const { name, ttl, renew, retryDelay, stopMargin, owner } = checkMutexOptions(backend, options);
-  // The deadline is t_send + ttl − guard (docs/DESIGN.md §4.2).
-  const guard = guardOf(ttl, stopMargin);
-  const backendName = backend.name;
+  const o = checkMutexOptions(backend, options);
+  const { name, ttl, retryDelay, stopMargin, owner } = o;
+  const acquireOnce = keyAttempt(o, name);
+  const acquire = (options?: AcquireOptions): Promise<Lease> => waitFor(o, name, options, acquireOnce, true);
 
-  /** Frees, in the background, a lock we may have taken without knowing it (the reply was lost). */
-  const releaseInBackground = (nonce: string): void => {
-    releaseNonce(backend, name, nonce, ttl).catch(() => {});
+  const holder: Mutex["holder"] = async (options) => {
+    const { signal } = optionsOf("holder", options);
+    checkSignal("holder", signal);
+    const info = await inspectKey(o, name, signal);
+    return info ? { owner: info.owner, token: info.token } : null;
   };
+  return {
+    name,
+    ttl,
+    owner,
+    retryDelay,
+    stopMargin,
+    async tryAcquire(options) {
+      const { signal } = optionsOf("tryAcquire", options);
+      checkSignal("tryAcquire", signal);
+      signal?.throwIfAborted();
+      const result = await acquireOnce(signal);
+      return isLease(result) ? result : null;
+    },
+    acquire,
+    run: (fn, opts) => runWith(acquire, fn, opts),
+    holder,
+  };
+}
 
-  // Observed expiry (docs/DESIGN.md §14): the holder's record version this mutex saw, from when
-  // (read after the answer that showed it), and how long it must stay unchanged.
+// What createMutex and createSemaphore share: one acquire request on one key (with its observed-
+// expiry state), the lease of a granted request, the wait of acquire(), and run().
+
+/** A mutex's or semaphore's checked options, with its backend and guard. @internal */
+export type Core = CheckedMutexOptions;
+
+/** What one attempt answers: a lease, or that it was refused (and when to try again, if known). @internal */
+export type Attempt = Lease | { retryAfter?: number };
+
+/** One attempt: `queue` asks a backend with `acquireQueued` to hold it open in line (§4.7). @internal */
+export type AttemptFn = (signal?: AbortSignal, queue?: { waiter: string; hold: number }) => Promise<Attempt>;
+
+/** Whether an attempt got a lease. @internal */
+export const isLease = (r: Attempt): r is Lease => "token" in r;
+
+/** Frees, in the background, a lock we may have taken without knowing it (the reply was lost). @internal */
+export function releaseInBackground(o: Core, key: string, nonce: string): void {
+  releaseNonce(o.backend, key, nonce, o.ttl).catch(() => {});
+}
+
+/**
+ * The lease of an acquire request on `key` that the backend granted with `token`, sent at
+ * `tSend`: refused (and freed) when the token is no safe integer, the answer came after the
+ * lease's deadline, or the caller aborted meanwhile. @internal
+ */
+export function granted(
+  o: Core,
+  key: string,
+  nonce: string,
+  token: unknown,
+  tSend: number,
+  signal?: AbortSignal,
+): Lease | { retryAfter: number } {
+  const { backend, ttl, guard } = o;
+  if (!Number.isSafeInteger(token)) {
+    releaseInBackground(o, key, nonce);
+    throw new BackendError("acquire answered without a valid fencing token", {
+      backend: backend.name,
+      retryable: false,
+    });
+  }
+  if (now() >= tSend + ttl - guard) {
+    // Answered so late that the lease would already be past its deadline.
+    releaseInBackground(o, key, nonce);
+    return { retryAfter: 0 };
+  }
+  if (signal?.aborted) {
+    releaseInBackground(o, key, nonce);
+    throw signal.reason;
+  }
+  return createLease({ ...o, name: key, nonce, token: token as number, tSend, autoRenew: o.renew });
+}
+
+/**
+ * The attempts on one key: each is one acquire request, bounded by the time after which its
+ * lease would be born dead. On a backend with observed expiry (docs/DESIGN.md §14) it keeps the
+ * holder's record version it saw, from when (read after the answer that showed it), and how long
+ * it must stay unchanged. @internal
+ */
+export function keyAttempt(o: Core, key: string): AttemptFn {
+  const { backend, owner, ttl, guard } = o;
+  const backendName = backend.name;
   const observed = backend.expiry === "observed";
   let seen: { version: string; since: number; wait: number } | undefined;
-
-  /**
-   * One acquire request, bounded by the time after which its lease would be born dead. With
-   * `queue`, a backend that has `acquireQueued` may hold it open for `queue.hold` ms while
-   * `queue.waiter` waits in line (docs/DESIGN.md §4.7).
-   */
-  const acquireOnce = async (
-    signal?: AbortSignal,
-    queue?: { waiter: string; hold: number },
-  ): Promise<Lease | { retryAfter?: number }> => {
+  return async (signal, queue) => {
     const nonce = crypto.randomUUID();
     const limit = ttl - guard;
     const bounded = requestSignal(backendName, "acquire", limit, signal);
-    const request: Parameters<Backend["acquire"]>[0] = {
-      key: name,
-      owner,
-      nonce,
-      ttl,
-      signal: bounded.signal,
-    };
+    const request: Parameters<Backend["acquire"]>[0] = { key, owner, nonce, ttl, signal: bounded.signal };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
@@ -164,7 +237,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
         : backend.acquire(request));
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
-      if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(nonce);
+      if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(o, key, nonce);
       throw error;
     } finally {
       bounded.done();
@@ -185,125 +258,98 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
       return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
     }
     seen = undefined;
-    if (!Number.isSafeInteger(result.token)) {
-      releaseInBackground(nonce);
-      throw new BackendError("acquire answered without a valid fencing token", {
-        backend: backendName,
-        retryable: false,
-      });
-    }
-    if (now() >= tSend + limit) {
-      // Answered so late that the lease would already be past its deadline.
-      releaseInBackground(nonce);
-      return { retryAfter: 0 };
-    }
-    if (signal?.aborted) {
-      releaseInBackground(nonce);
-      throw signal.reason;
-    }
-    return createLease({
-      backend,
-      name,
-      owner,
-      nonce,
-      token: result.token,
-      ttl,
-      guard,
-      stopMargin,
-      tSend,
-      autoRenew: renew,
-    });
+    return granted(o, key, nonce, result.token, tSend, signal);
   };
+}
 
-  const isLease = (r: Lease | { retryAfter?: number }): r is Lease => "token" in r;
-
-  const acquire = async (options?: AcquireOptions): Promise<Lease> => {
-    const { signal, timeout, onError } = optionsOf("acquire", options);
-    checkSignal("acquire", signal);
-    checkMs("acquire", "timeout", timeout, true);
-    checkFunction("acquire", "onError", onError);
-    signal?.throwIfAborted();
-    const start = now();
-    const end = start + (timeout ?? Number.POSITIVE_INFINITY);
-    // Whether the backend answered since the last failure, and whether a request is out now.
-    let lastError: unknown;
-    let answered = false;
-    let pending = false;
-    const timedOut = () => {
-      const silent = lastError === undefined && pending && !answered;
-      const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
-      return new LockTimeoutError(`could not acquire "${name}" within ${timeout} ms`, { cause });
-    };
-    // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
-    const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
-    // One place in line for every attempt of this call, on a backend that queues waiters.
-    const waiter = backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
-    try {
-      for (let failures = 0; ; failures++) {
-        let wait = waitDelay(failures, retryDelay);
-        pending = true;
-        try {
-          const hold = waiter ? queueHold(ttl, end - now()) : 0;
-          const result = await acquireOnce(outer.signal, waiter && hold >= 1 ? { waiter, hold } : undefined);
-          if (isLease(result)) return result;
-          answered = true;
-          lastError = undefined;
-          if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
-        } catch (error) {
-          if (outer.signal.aborted) throw outer.signal.reason;
-          if (!(error instanceof BackendError && error.retryable)) throw error;
-          answered = false;
-          lastError = error;
-          onError?.(error);
-        } finally {
-          pending = false;
-        }
-        // Never sleep past the timeout, and never sleep after giving up.
-        if (now() >= end) throw timedOut();
-        await sleep(Math.min(wait, end - now()), outer.signal);
-      }
-    } finally {
-      outer.done();
-    }
+/**
+ * acquire(): attempts until one gets a lease, with jittered backoff (never longer than a
+ * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
+ * §4.7). `what` names the lock in the timeout's message; `queued`: whether to wait in line on a
+ * backend with `acquireQueued`. @internal
+ */
+export async function waitFor(
+  o: Core,
+  what: string,
+  options: AcquireOptions | undefined,
+  attempt: AttemptFn,
+  queued: boolean,
+): Promise<Lease> {
+  const { backend, ttl, retryDelay } = o;
+  const backendName = backend.name;
+  const { signal, timeout, onError } = optionsOf("acquire", options);
+  checkSignal("acquire", signal);
+  checkMs("acquire", "timeout", timeout, true);
+  checkFunction("acquire", "onError", onError);
+  signal?.throwIfAborted();
+  const start = now();
+  const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+  // Whether the backend answered since the last failure, and whether a request is out now.
+  let lastError: unknown;
+  let answered = false;
+  let pending = false;
+  const timedOut = () => {
+    const silent = lastError === undefined && pending && !answered;
+    const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
+    return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms`, { cause });
   };
-
-  const holder: Mutex["holder"] = async (options) => {
-    const { signal } = optionsOf("holder", options);
-    checkSignal("holder", signal);
-    const bounded = requestSignal(backendName, "inspect", quietBound(ttl), signal);
-    try {
-      const info = await backend.inspect(name, bounded.signal);
-      return info ? { owner: info.owner, token: info.token } : null;
-    } finally {
-      bounded.done();
-    }
-  };
-  return {
-    name,
-    ttl,
-    owner,
-    retryDelay,
-    stopMargin,
-    async tryAcquire(options) {
-      const { signal } = optionsOf("tryAcquire", options);
-      checkSignal("tryAcquire", signal);
-      signal?.throwIfAborted();
-      const result = await acquireOnce(signal);
-      return isLease(result) ? result : null;
-    },
-    acquire,
-    async run(fn, opts) {
-      const lease = await acquire(opts);
-      let value: Awaited<ReturnType<typeof fn>>;
+  // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
+  const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
+  // One place in line for every attempt of this call, on a backend that queues waiters.
+  const waiter = queued && backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
+  try {
+    for (let failures = 0; ; failures++) {
+      let wait = waitDelay(failures, retryDelay);
+      pending = true;
       try {
-        value = await fn(lease.signal, lease);
+        const hold = waiter ? queueHold(ttl, end - now()) : 0;
+        const result = await attempt(outer.signal, waiter && hold >= 1 ? { waiter, hold } : undefined);
+        if (isLease(result)) return result;
+        answered = true;
+        lastError = undefined;
+        if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
       } catch (error) {
-        await lease.release().catch(() => {});
-        throw error;
+        if (outer.signal.aborted) throw outer.signal.reason;
+        if (!(error instanceof BackendError && error.retryable)) throw error;
+        answered = false;
+        lastError = error;
+        onError?.(error);
+      } finally {
+        pending = false;
       }
-      await lease.release();
-      return value;
-    },
-    holder,
-  };
+      // Never sleep past the timeout, and never sleep after giving up.
+      if (now() >= end) throw timedOut();
+      await sleep(Math.min(wait, end - now()), outer.signal);
+    }
+  } finally {
+    outer.done();
+  }
+}
+
+/** The backend's holder of `key`, bounded by max(ttl/5, 1 s). @internal */
+export async function inspectKey(o: Core, key: string, signal?: AbortSignal): Promise<HolderInfo | null> {
+  const bounded = requestSignal(o.backend.name, "inspect", quietBound(o.ttl), signal);
+  try {
+    return await o.backend.inspect(key, bounded.signal);
+  } finally {
+    bounded.done();
+  }
+}
+
+/** run(): acquires, runs `fn`, releases in `finally`; `fn`'s error wins over a release error. @internal */
+export async function runWith<L extends Lease, T>(
+  acquire: (options?: AcquireOptions) => Promise<L>,
+  fn: (signal: AbortSignal, lease: L) => T | Promise<T>,
+  options?: AcquireOptions,
+): Promise<T> {
+  const lease = await acquire(options);
+  let value: Awaited<T>;
+  try {
+    value = await fn(lease.signal, lease);
+  } catch (error) {
+    await lease.release().catch(() => {});
+    throw error;
+  }
+  await lease.release();
+  return value;
 }

@@ -4,7 +4,7 @@
 import type { Backend } from "./backend.ts";
 import type { MutexOptions } from "./mutex.ts";
 import { MAX_DELAY } from "./time.ts";
-import { defaultStopMargin } from "./timing.ts";
+import { defaultStopMargin, guardOf } from "./timing.ts";
 
 /**
  * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
@@ -41,8 +41,11 @@ function kind(value: unknown): string {
 const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-/** createMutex's options, checked, with their defaults. */
+/** createMutex's options, checked, with their defaults, the backend and the guard. */
 export interface CheckedMutexOptions {
+  backend: Backend;
+  /** The deadline is t_send + ttl − guard (docs/DESIGN.md §4.2). */
+  guard: number;
   name: string;
   ttl: number;
   renew: boolean;
@@ -51,9 +54,16 @@ export interface CheckedMutexOptions {
   owner: string;
 }
 
-/** Checks the backend and every option of createMutex; fills in the defaults. */
-export function checkMutexOptions(backend: Backend, options: MutexOptions): CheckedMutexOptions {
-  const at = "createMutex:";
+/**
+ * Checks the backend and every option of createMutex (or of `where`, such as createSemaphore,
+ * which takes the same ones); fills in the defaults.
+ */
+export function checkMutexOptions(
+  backend: Backend,
+  options: MutexOptions,
+  where = "createMutex",
+): CheckedMutexOptions {
+  const at = `${where}:`;
   check(typeof backend === "object" && backend !== null, at, "backend must be a Backend object");
   const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
     (m) => typeof backend[m] !== "function",
@@ -114,7 +124,7 @@ export function checkMutexOptions(backend: Backend, options: MutexOptions): Chec
     at,
     "owner must be a well-formed string of 1-256 characters",
   );
-  return { name, ttl, renew, retryDelay, stopMargin, owner };
+  return { backend, guard: guardOf(ttl, stopMargin), name, ttl, renew, retryDelay, stopMargin, owner };
 }
 
 /** The options object of the call `where`: `undefined` becomes `{}`; anything but an object is a TypeError. */

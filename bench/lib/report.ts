@@ -11,6 +11,7 @@ import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
 import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
+import type { SemaphoreResult } from "../semaphore.ts";
 import type { SizeResult, SizeRow } from "../size.ts";
 import { OURS } from "./cycles.ts";
 import type { Environment } from "./env.ts";
@@ -43,6 +44,8 @@ export interface Results {
   dynamodb?: DynamoDBResult;
   /** Item 9 (bench/clients.ts); absent from runs before it existed. */
   clients?: ClientsResult;
+  /** Item 12 (bench/semaphore.ts); absent from runs before it existed. */
+  semaphore?: SemaphoreResult;
   seconds: number;
   /** Seconds per section, in the order they ran (absent in runs before issue 19). */
   sectionSeconds?: Record<string, number>;
@@ -572,6 +575,30 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     );
   }
   if (res.clients) out.push(clientsSection(res.clients));
+  if (res.semaphore) out.push(semaphoreSection(res.semaphore));
+  return out.join("\n");
+}
+
+function semaphoreSection(r: SemaphoreResult): string {
+  const names = Object.keys(Object.values(r.series)[0] ?? {});
+  const out = [
+    "## 12. Semaphore: createSemaphore against redis-semaphore",
+    "",
+    "`tryAcquire()` of a permit of a semaphore of limit 1, 5 and 50 with limit − 1 permits already held by others (so the acquire must find the last free slot), then its `release()`, on one redis-server. " +
+      "**leasehold upstash**: `createSemaphore(upstash(…))` through the Upstash REST bridge; **leasehold redis**: `createSemaphore(redis(client))` over one ioredis client; both send one `ACQUIRE_ANY` script per acquire whatever the limit (`acquireAny`), and each permit is a lease with a fencing token per slot. " +
+      `**redis-semaphore** ${r.redisSemaphore}: its \`Semaphore\` on the same ioredis client (\`tryAcquire\` / \`release\`, refreshInterval 0), no fencing token. ` +
+      `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`,
+    "",
+    `| limit | op | ${names.join(" | ")} | leasehold redis vs redis-semaphore |`,
+    `|---|---|${names.map(() => "---|").join("")}---|`,
+  ];
+  for (const [limit, s] of Object.entries(r.series)) {
+    for (const op of ["acquire", "release"] as const) {
+      const ratio = s["leasehold redis"]![op].median / s["redis-semaphore"]![op].median;
+      out.push(`| ${limit} | ${op} | ${names.map((n) => sum3(s[n]![op])).join(" | ")} | ${times(ratio)} |`);
+    }
+  }
+  out.push("");
   return out.join("\n");
 }
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { Backend } from "../backend.ts";
+import type { AcquireResult, Backend } from "../backend.ts";
 import { check } from "../options.ts";
 import { now } from "../time.ts";
 
@@ -67,22 +67,44 @@ export function memory(options: MemoryOptions = {}): Backend {
     return held;
   };
 
+  /** One acquire of `key`: acquire's, and each step of acquireAny's. */
+  const take = (key: string, owner: string, nonce: string, ttl: number, takeover?: string): AcquireResult => {
+    const held = live(key);
+    if (held && !(observed && takeover === String(held.version))) {
+      return observed
+        ? { ok: false, version: String(held.version), ttl: held.ttl }
+        : { ok: false, retryAfter: held.until - now() };
+    }
+    const token = (fences.get(key) ?? 0) + 1;
+    fences.set(key, token);
+    locks.set(key, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions });
+    return { ok: true, token };
+  };
+
   return {
     name: "memory",
     ...(observed ? { expiry: "observed" as const } : {}),
     async acquire({ key, owner, nonce, ttl, signal, takeover }) {
       signal?.throwIfAborted();
-      const held = live(key);
-      if (held && !(observed && takeover === String(held.version))) {
-        return observed
-          ? { ok: false, version: String(held.version), ttl: held.ttl }
-          : { ok: false, retryAfter: held.until - now() };
-      }
-      const token = (fences.get(key) ?? 0) + 1;
-      fences.set(key, token);
-      locks.set(key, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions });
-      return { ok: true, token };
+      return take(key, owner, nonce, ttl, takeover);
     },
+    // A store that expires locks itself answers a semaphore's acquire in one step (observed: per key).
+    ...(observed
+      ? {}
+      : {
+          async acquireAny({ keys, owner, nonce, ttl, signal }) {
+            signal?.throwIfAborted();
+            let retryAfter = Number.POSITIVE_INFINITY;
+            for (const [index, key] of keys.entries()) {
+              const r = take(key, owner, nonce, ttl);
+              if (r.ok) return { ok: true as const, token: r.token, index };
+              retryAfter = Math.min(retryAfter, r.retryAfter ?? retryAfter);
+            }
+            return retryAfter === Number.POSITIVE_INFINITY
+              ? { ok: false as const }
+              : { ok: false as const, retryAfter };
+          },
+        }),
     async renew({ key, nonce, ttl, signal }) {
       signal?.throwIfAborted();
       const held = live(key);

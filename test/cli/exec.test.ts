@@ -1,7 +1,7 @@
 // `leasehold exec` (cli/exec.ts): a distributed flock. Exit statuses, contention, lease loss and
 // signal forwarding, against the shared Upstash bridge.
 import { afterEach, describe, expect, it } from "vitest";
-import { alive, cli, gone, lockKey, sdk, sh, stopChildren, unique } from "../harness/cli.ts";
+import { alive, cli, gone, lockKey, sdk, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
@@ -99,5 +99,45 @@ describe("leasehold exec", () => {
     expect(await run.status).toBe(3);
     expect(run.stdout).toBe("started\ngot-term\n");
     expect(await sdk.exists(lockKey(name))).toBe(0);
+  });
+});
+
+describe("leasehold exec --limit", () => {
+  it("runs at most N copies at once across processes; the others wait (--wait) or exit 75 at once", async () => {
+    const name = unique("limit");
+    // Each copy prints its slot and when it started and ended (ms since the epoch).
+    const script =
+      'echo "start $LEASEHOLD_SLOT $LEASEHOLD_TOKEN $(date +%s%3N)"; sleep 3; echo "end $(date +%s%3N)"';
+    const copies = Array.from({ length: 5 }, () =>
+      sh(["exec", "--name", name, "--limit", "2", "--wait", "--retry-delay", "100", "--ttl", "3000"], script),
+    );
+    await Promise.any(copies.map((c) => c.printed("start")));
+    while (copies.filter((c) => c.stdout.startsWith("start")).length < 2) await sleep(20);
+    const refused = sh(["exec", "--name", name, "--limit", "2"], "echo REFUSED-RAN");
+    expect(await refused.status).toBe(75);
+    expect(refused.stdout).toBe("");
+    expect(refused.stderr).toMatch(
+      new RegExp(`"${name}" is taken by all 2 permits: .*slot [01], token \\d+`),
+    );
+    expect(await Promise.all(copies.map((c) => c.status))).toEqual([0, 0, 0, 0, 0]);
+    const spans = copies.map((c) => {
+      const m = /^start ([01]) (\d+) (\d+)\nend (\d+)\n$/.exec(c.stdout);
+      expect(m, c.stdout + c.stderr).not.toBeNull();
+      return { from: Number(m![3]), to: Number(m![4]) };
+    });
+    // At no instant more than 2 ran; and 2 did run at once (the limit is not a mutex).
+    const most = Math.max(...spans.map((s) => spans.filter((o) => o.from <= s.from && s.from < o.to).length));
+    expect(most).toBe(2);
+  });
+
+  it("checks --limit", async () => {
+    for (const bad of ["0", "1001", "x"]) {
+      const run = cli(["exec", "--name", "n", "--limit", bad, "--", "true"]);
+      expect(await run.status).toBe(2);
+      expect(run.stderr).toMatch(/--limit must be a whole number from 1 to 1000/);
+    }
+    const lead = cli(["lead", "--name", "n", "--limit", "2", "--", "true"]);
+    expect(await lead.status).toBe(2);
+    expect(lead.stderr).toMatch(/--limit is not an option of "lead"/);
   });
 });

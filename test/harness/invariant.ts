@@ -8,6 +8,8 @@
 //      write was accepted with a token below one accepted before it was issued;
 //   3. tokens strictly increase in acquisition order;
 //   4. no process hung: each ends by itself within the run time plus a margin.
+// With `limit` (a semaphore: the workers take permits), 1-3 hold per slot, and at no instant are
+// more than `limit` permits unaborted.
 import { type ChildProcess, spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { expect, it } from "vitest";
@@ -145,6 +147,8 @@ export interface InvariantRun {
   env: (url: string, i: number) => Record<string, string>;
   /** How many processes. Default {@link PROCESSES}. */
   processes?: number;
+  /** Semaphore mode: the workers take permits of a semaphore with this limit. */
+  limit?: number;
   /** A meaningful run has at least one acquisition per this many ms, by this many holders. */
   meaningful?: { msPerAcquisition: number; holders: number };
 }
@@ -169,6 +173,7 @@ export async function runInvariant(o: InvariantRun) {
             LH_TTL: String(TTL),
             LH_RETRY_DELAY: String(RETRY_DELAY),
             LH_SEED: String(o.seed + i + 1),
+            ...(o.limit ? { LH_LIMIT: String(o.limit) } : {}),
           },
           o.duration + EXIT_MARGIN,
         ),
@@ -185,16 +190,18 @@ export async function runInvariant(o: InvariantRun) {
     }
     const lines = results.flatMap((r) => r.lines);
 
-    // Leases: [acquired, aborted] per (process, token).
+    // Leases: [acquired, aborted] per (process, slot, token); a mutex has one slot.
+    const slotOf = (l: Line) => (typeof l.slot === "number" ? l.slot : 0);
+    const keyOf = (l: Line) => `${l.id}/${slotOf(l)}/${l.token}`;
     const leases = new Map<
       string,
-      { id: string; token: number; from: number; to?: number; reason?: string }
+      { id: string; slot: number; token: number; from: number; to?: number; reason?: string }
     >();
     for (const l of lines) {
-      const key = `${l.id}/${l.token}`;
+      const key = keyOf(l);
       if (l.ev === "acquired") {
         expect(leases.has(key), `token ${l.token} acquired twice`).toBe(false);
-        leases.set(key, { id: l.id, token: l.token!, from: l.t });
+        leases.set(key, { id: l.id, slot: slotOf(l), token: l.token!, from: l.t });
       } else if (l.ev === "aborted") {
         const lease = leases.get(key)!;
         expect(lease, `aborted without acquired: ${key}`).toBeDefined();
@@ -205,27 +212,45 @@ export async function runInvariant(o: InvariantRun) {
     const all = [...leases.values()].sort((a, b) => a.from - b.from);
     for (const lease of all) expect(lease.to, `lease ${lease.id}/${lease.token} never closed`).toBeDefined();
 
-    // 1. No overlap, and 3. tokens strictly increase in acquisition order.
+    // 1. No overlap, and 3. tokens strictly increase in acquisition order, per slot.
     let minGap = Number.POSITIVE_INFINITY;
     const overlaps: string[] = [];
-    for (let i = 1; i < all.length; i++) {
-      const prev = all[i - 1]!;
-      const cur = all[i]!;
-      expect(cur.token, `token after ${prev.id}/${prev.token}`).toBeGreaterThan(prev.token);
-      const gap = cur.from - prev.to!;
-      minGap = Math.min(minGap, gap);
-      if (gap < 0)
-        overlaps.push(`${prev.id}/${prev.token} [..${prev.to}] and ${cur.id}/${cur.token} [${cur.from}..]`);
-    }
-    // Sorted by start, a later lease could still overlap an earlier one that is not its
-    // predecessor only if the predecessor is nested in it; the token check above rules that out,
-    // but check every pair anyway.
-    for (let i = 0; i < all.length; i++) {
-      for (let j = i + 1; j < all.length && all[j]!.from < all[i]!.to!; j++) {
-        overlaps.push(`${all[i]!.id}/${all[i]!.token} overlaps ${all[j]!.id}/${all[j]!.token}`);
+    const slots = [...new Set(all.map((l) => l.slot))];
+    for (const slot of slots) {
+      const mine = all.filter((l) => l.slot === slot);
+      for (let i = 1; i < mine.length; i++) {
+        const prev = mine[i - 1]!;
+        const cur = mine[i]!;
+        expect(cur.token, `slot ${slot}: token after ${prev.id}/${prev.token}`).toBeGreaterThan(prev.token);
+        const gap = cur.from - prev.to!;
+        minGap = Math.min(minGap, gap);
+        if (gap < 0)
+          overlaps.push(`${prev.id}/${prev.token} [..${prev.to}] and ${cur.id}/${cur.token} [${cur.from}..]`);
+      }
+      // Sorted by start, a later lease could still overlap an earlier one that is not its
+      // predecessor only if the predecessor is nested in it; the token check above rules that
+      // out, but check every pair anyway.
+      for (let i = 0; i < mine.length; i++) {
+        for (let j = i + 1; j < mine.length && mine[j]!.from < mine[i]!.to!; j++) {
+          overlaps.push(`${mine[i]!.id}/${mine[i]!.token} overlaps ${mine[j]!.id}/${mine[j]!.token}`);
+        }
       }
     }
     expect([...new Set(overlaps)]).toEqual([]);
+    // At no instant more than `limit` unaborted leases (1 for a mutex), whatever their slots.
+    const limit = o.limit ?? 1;
+    const edges = all.flatMap((l) => [
+      { t: l.from, d: 1 },
+      { t: l.to!, d: -1 },
+    ]);
+    edges.sort((a, b) => a.t - b.t || a.d - b.d);
+    let now = 0;
+    let most = 0;
+    for (const e of edges) {
+      now += e.d;
+      most = Math.max(most, now);
+    }
+    expect(most, "the most unaborted leases at one instant").toBeLessThanOrEqual(limit);
 
     // 2. Fencing: no live holder's write was rejected; stale writes may be.
     const writes = lines.filter((l) => l.ev === "write");
@@ -235,24 +260,27 @@ export async function runInvariant(o: InvariantRun) {
     expect(rejectedLive, "fenced writes rejected while the writer's signal was unaborted").toEqual([]);
     // Every live write lies inside its own lease's interval.
     for (const w of live) {
-      const lease = leases.get(`${w.id}/${w.token}`)!;
+      const lease = leases.get(keyOf(w))!;
       expect(w.issued!).toBeGreaterThanOrEqual(lease.from);
       expect(w.issued!).toBeLessThanOrEqual(lease.to!);
     }
     expect(lines.filter((l) => l.ev === "writeError")).toEqual([]);
-    // No write was accepted with a token below one that was accepted before it was issued.
-    const accepted = writes.filter((w) => w.accepted).sort((a, b) => a.t - b.t);
-    const highest: number[] = [];
-    for (const w of accepted) highest.push(Math.max(highest.at(-1) ?? 0, w.token!));
-    const acceptedStale = accepted.filter((w) => {
-      let lo = 0;
-      let hi = accepted.length; // first write that completed at or after w was issued
-      while (lo < hi) {
-        const mid = (lo + hi) >> 1;
-        if (accepted[mid]!.t < w.issued!) lo = mid + 1;
-        else hi = mid;
-      }
-      return lo > 0 && w.token! < highest[lo - 1]!;
+    // No write was accepted with a token below one that was accepted before it was issued (per
+    // slot: each slot has its own resource).
+    const acceptedStale = slots.flatMap((slot) => {
+      const accepted = writes.filter((w) => w.accepted && slotOf(w) === slot).sort((a, b) => a.t - b.t);
+      const highest: number[] = [];
+      for (const w of accepted) highest.push(Math.max(highest.at(-1) ?? 0, w.token!));
+      return accepted.filter((w) => {
+        let lo = 0;
+        let hi = accepted.length; // first write that completed at or after w was issued
+        while (lo < hi) {
+          const mid = (lo + hi) >> 1;
+          if (accepted[mid]!.t < w.issued!) lo = mid + 1;
+          else hi = mid;
+        }
+        return lo > 0 && w.token! < highest[lo - 1]!;
+      });
     });
     expect(acceptedStale, "writes accepted below a token accepted before them").toEqual([]);
 
@@ -273,6 +301,7 @@ export async function runInvariant(o: InvariantRun) {
       seed: o.seed,
       durationMs: o.duration,
       processes,
+      ...(o.limit ? { limit: o.limit, mostAtOnce: most, slots: slots.length } : {}),
       ttl: TTL,
       acquisitions: all.length,
       holders: new Set(all.map((l) => l.id)).size,
@@ -317,7 +346,8 @@ export function invariantTest(
 ): void {
   const duration = Number(process.env.LEASEHOLD_SOAK_MS ?? ms);
   const seed = Number(process.env.LEASEHOLD_SEED ?? Math.floor(Math.random() * 2 ** 31));
-  it(`${processes} processes ${title}: one live holder at a time, fencing, monotonic tokens, no hang`, {
+  const what = /semaphore/.test(title) ? "at most limit live permits" : "one live holder at a time";
+  it(`${processes} processes ${title}: ${what}, fencing, monotonic tokens, no hang`, {
     timeout: duration + EXIT_MARGIN + 10_000,
   }, async () => {
     more(await runInvariant({ processes, ...setup(), duration, seed }));

@@ -271,7 +271,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       script: await bundle(`${dir}/${main}`, "neutral"),
       compatibilityDate: date ?? COMPATIBILITY_DATE,
       durableObjects: { [binding![1]!]: binding![2]! },
-      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: hookUrl },
+      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: hookUrl, GEOCODER_URL: hookUrl },
       host: "127.0.0.1",
       port: 0,
     });
@@ -309,6 +309,56 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     } finally {
       await mf.dispose();
       hook.close();
+    }
+  });
+
+  it("cloudflare/durable-object/: POST /geocode calls the rate-limited API at most 3 at once (a semaphore in the objects)", async () => {
+    const dir = "examples/cloudflare/durable-object";
+    const toml = readFileSync(`${root}${dir}/wrangler.toml`, "utf8");
+    expect(toml).toMatch(/^GEOCODER_URL = "/m);
+    // The rate-limited API: counts the calls in flight, answers after 200 ms, 429 above 3.
+    let inFlight = 0;
+    let most = 0;
+    let calls = 0;
+    const api = createServer((req, res) => {
+      calls++;
+      most = Math.max(most, ++inFlight);
+      req.resume();
+      setTimeout(() => {
+        inFlight--;
+        res.statusCode = inFlight >= 3 ? 429 : 200;
+        res.end("geocoded");
+      }, 200);
+    });
+    const apiUrl = `${await listenLoopback(api)}/geocode`;
+    const token = `example-${crypto.randomUUID()}`;
+    registerSecret(token);
+    const mf = new Miniflare({
+      modules: true,
+      script: await bundle(`${dir}/src/worker.ts`, "neutral"),
+      compatibilityDate: toml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1] ?? COMPATIBILITY_DATE,
+      durableObjects: { LOCKS: "LeaseholdLock" },
+      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: apiUrl, GEOCODER_URL: apiUrl },
+      host: "127.0.0.1",
+      port: 0,
+    });
+    try {
+      const origin = (await mf.ready).origin;
+      const answers = await Promise.all(
+        Array.from({ length: 8 }, (_, i) =>
+          mf.dispatchFetch(`${origin}/geocode`, { method: "POST", body: `address ${i}` }).then(async (r) => ({
+            status: r.status,
+            body: (await r.json()) as { slot: number; result: string },
+          })),
+        ),
+      );
+      expect(answers.map((a) => a.status)).toEqual(Array(8).fill(200));
+      expect(new Set(answers.map((a) => a.body.slot))).toEqual(new Set([0, 1, 2]));
+      expect(calls).toBe(8);
+      expect(most).toBe(3);
+    } finally {
+      await mf.dispose();
+      api.close();
     }
   });
 });

@@ -3,7 +3,8 @@
 // holder is an observed-expiry takeover (test/harness/invariant.ts has the machinery and the
 // checks; the fenced resource is still the Upstash bridge). Region and credentials reach the
 // workers as the AWS_* variables. LEASEHOLD_SOAK_MS (default 30 000 ms here) and LEASEHOLD_SEED
-// as in invariant.test.ts.
+// as in invariant.test.ts. Then a semaphore of limit 2 on it (the generic path: one attempt per
+// slot, each with its own observed-expiry state), for LEASEHOLD_SOAK_MS or 15 000 ms.
 import { afterAll, beforeAll, expect, inject } from "vitest";
 import { dynamodbRenewal, httpFaults, invariantTest } from "../harness/invariant.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
@@ -43,5 +44,28 @@ invariantTest(
     for (const kind of ["hang", "reset", "status", "truncate", "partition"] as const) {
       expect(summary.faults[kind], `faults of kind ${kind}`).toBeGreaterThan(0);
     }
+  },
+);
+
+invariantTest(
+  "taking permits of a semaphore of limit 2 on DynamoDB (observed expiry) under random faults",
+  15_000,
+  () => ({
+    limit: 2,
+    faults: httpFaults(proxy, dynamodbRenewal),
+    env: (url) => ({
+      LH_DYNAMODB_ENDPOINT: url,
+      LH_DYNAMODB_TABLE: table,
+      AWS_REGION: region,
+      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+      LH_RESOURCE_URL: resourceBridge.url,
+      LH_RESOURCE_TOKEN: resourceBridge.token,
+    }),
+    meaningful: { msPerAcquisition: 2_000, holders: 4 },
+  }),
+  (summary) => {
+    expect(summary.mostAtOnce).toBe(2);
+    expect(summary.requestsThroughProxy).toBeGreaterThan(0);
   },
 );

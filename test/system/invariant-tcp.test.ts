@@ -4,7 +4,8 @@
 // through a TCP fault proxy (random delays, connection resets, partitions of a connection) to the
 // shared redis-server or PostgreSQL server, and write to the fenced resource while they hold the
 // lease. Leaner than the Upstash run: LEASEHOLD_SOAK_MS (default 15 000 ms) per backend; set it
-// higher for a soak. LEASEHOLD_SEED fixes the fault seed.
+// higher for a soak. LEASEHOLD_SEED fixes the fault seed. On redis, also a semaphore of limit 3
+// (acquireAny: one script per attempt).
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, inject } from "vitest";
 import { postgres } from "../../src/backends/postgres/index.ts";
@@ -89,4 +90,26 @@ describe.each(backends)("%s", (backend, urlVia, target) => {
     },
     4,
   );
+  if (backend === "redis") {
+    invariantTest(
+      "taking permits of a semaphore of limit 3 under random TCP faults",
+      12_000,
+      () => ({
+        limit: 3,
+        faults: tcpFaults(proxy, urlVia),
+        env: (url) => ({
+          LH_BACKEND: backend,
+          LH_URL: url,
+          LH_RESOURCE_URL: resourceBridge.url,
+          LH_RESOURCE_TOKEN: resourceBridge.token,
+        }),
+        meaningful: { msPerAcquisition: 1_000, holders: 4 },
+      }),
+      (summary) => {
+        expect(summary.mostAtOnce).toBe(3);
+        expect(summary.faults.delay).toBeGreaterThan(0);
+      },
+      6,
+    );
+  }
 });

@@ -6,7 +6,9 @@
 // Keys, for a lock named `n` and a prefix `p`: `p{n}` holds the lease (a string
 // `nonce|token|owner` with a PX expiry) and `p{n}:fence` the fencing counter, which never expires
 // so tokens keep increasing across holders. The braces are a Redis hash tag: both keys of a name
-// live in one slot, as a multi-key script needs on a cluster.
+// live in one slot, as a multi-key script needs on a cluster. A semaphore's slot `s:permit:i`
+// (createSemaphore) is `p{s}:permit:i` and `p{s}:permit:i:fence`: the semaphore's name is the hash
+// tag, so all its slots live in one cluster slot, as ACQUIRE_ANY needs (docs/DESIGN.md §15).
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
@@ -25,6 +27,26 @@ end
 local t=redis.call("INCR",KEYS[2])
 redis.call("SET",KEYS[1],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t}`;
+
+// KEYS lock1, fence1, lock2, fence2, ...; ARGV nonce, ttl (ms), owner. ACQUIRE on each pair in
+// order, stopping at the first grant: {1 or 2, token, index from 0}; all taken: {0, the smallest
+// PTTL among them, or -1}.
+export const ACQUIRE_ANY = `local m=-1
+for i=1,#KEYS,2 do
+local v=redis.call("GET",KEYS[i])
+if not v then
+local t=redis.call("INCR",KEYS[i+1])
+redis.call("SET",KEYS[i],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
+return {1,t,(i-1)/2}
+end
+if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
+redis.call("PEXPIRE",KEYS[i],ARGV[2])
+return {2,tonumber(string.match(v,"^[^|]*|(%d+)|")),(i-1)/2}
+end
+local p=redis.call("PTTL",KEYS[i])
+if p>0 and (m<0 or p<m) then m=p end
+end
+return {0,m}`;
 
 // KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
 export const RENEW = `local v=redis.call("GET",KEYS[1])
@@ -58,6 +80,9 @@ export function parseValue(value: string): { owner: string; token: number } | nu
   return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
 }
 
+/** A semaphore's slot key: the semaphore's name, then `:permit:` and the slot. */
+const SLOT_KEY = /^(.+)(:permit:\d+)$/;
+
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
@@ -67,7 +92,7 @@ export interface ScriptRunner {
   name: string;
   /** Prepended to every key. */
   prefix: string;
-  /** Runs a writing script (ACQUIRE, RENEW, RELEASE); resolves its reply as plain values. */
+  /** Runs a writing script (ACQUIRE, ACQUIRE_ANY, RENEW, RELEASE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
@@ -78,8 +103,8 @@ export interface ScriptRunner {
 }
 
 /**
- * The backend over `runner`: acquire, renew, release, raiseFence (for leasehold/quorum) and
- * inspect, one script each. Each backend
+ * The backend over `runner`: acquire, acquireAny (for createSemaphore), renew, release,
+ * raiseFence (for leasehold/quorum) and inspect, one script each. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names) and refuses a
  * lease whose token is not above the highest seen before the request was sent (non-retryable,
  * and the lock is freed again), so a counter that went back is an error, not a repeated token.
@@ -97,7 +122,11 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
   }
 
-  const lockKey = (key: string) => `${prefix}{${key}}`;
+  // A semaphore's slot key (semaphore.ts slotKey: `name:permit:i`) is tagged by the semaphore's name.
+  const lockKey = (key: string) => {
+    const slot = SLOT_KEY.exec(key);
+    return slot ? `${prefix}{${slot[1]}}${slot[2]}` : `${prefix}{${key}}`;
+  };
   const ttlArg = (ttl: number) => Math.ceil(ttl);
   const nonceArg = (nonce: string) => {
     // The nonce is the value's first field; "|" would make it ambiguous.
@@ -109,8 +138,63 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     return nonce;
   };
 
+  /**
+   * Records the token `token` of a grant on `key` (lock key `k`), and refuses it when fresh
+   * (`kind` 1; 2 is a retried acquire keeping its token) and not above `floor`, the highest token
+   * seen before the request left: the counter went back.
+   */
+  async function fenceCheck(
+    key: string,
+    k: string,
+    nonce: string,
+    kind: number,
+    token: number,
+    floor: number | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<void> {
+    see(key, token);
+    if (kind !== 1 || floor === undefined || token > floor) return;
+    await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
+    throw new BackendError(
+      `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${token}): the ` +
+        `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
+        `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
+        `${k}:fence ${floor}), or use a new lock name.`,
+      { backend: name, retryable: false },
+    );
+  }
+
   return {
     name,
+
+    async acquireAny({ keys, owner, nonce, ttl, signal }) {
+      // Only tokens seen before this request leaves must be below its token (see acquire).
+      const floors = keys.map((key) => seen.get(key));
+      const locks = keys.map(lockKey);
+      const r = await evaluate(
+        ACQUIRE_ANY,
+        locks.flatMap((k) => [k, `${k}:fence`]),
+        [nonceArg(nonce), ttlArg(ttl), owner],
+        signal,
+      );
+      if (Array.isArray(r) && r.length === 3 && (r[0] === 1 || r[0] === 2)) {
+        const [kind, token, index] = r as unknown[];
+        if (
+          Number.isSafeInteger(token) &&
+          (token as number) > 0 &&
+          Number.isInteger(index) &&
+          keys[index as number] !== undefined
+        ) {
+          const i = index as number;
+          await fenceCheck(keys[i]!, locks[i]!, nonce, kind as number, token as number, floors[i], signal);
+          return { ok: true, token: token as number, index: i };
+        }
+      }
+      if (Array.isArray(r) && r.length === 2 && r[0] === 0 && typeof r[1] === "number") {
+        return r[1] > 0 ? { ok: false, retryAfter: r[1] } : { ok: false };
+      }
+      throw malformed(r);
+    },
 
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
       const k = lockKey(key);
@@ -125,18 +209,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
         Number.isSafeInteger(r[1]) &&
         r[1] > 0
       ) {
-        see(key, r[1]);
-        // A fresh token (1; 2 is a retried acquire keeping its token) must exceed the floor.
-        if (r[0] === 1 && floor !== undefined && r[1] <= floor) {
-          await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
-          throw new BackendError(
-            `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${r[1]}): the ` +
-              `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
-              `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-              `${k}:fence ${floor}), or use a new lock name.`,
-            { backend: name, retryable: false },
-          );
-        }
+        await fenceCheck(key, k, nonce, r[0], r[1], floor, signal);
         return { ok: true, token: r[1] };
       }
       if (

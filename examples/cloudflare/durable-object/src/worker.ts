@@ -3,12 +3,15 @@
 //   rebuild runs wait in line (first come, first served) and each starts as soon as the one
 //   before it releases, without polling. The rebuild hook gets the fencing token, so it can drop
 //   a stale rebuild's writes.
+// - POST /geocode: calls a rate-limited API (at most 3 calls at once, across every invocation and
+//   isolate) through a semaphore whose permits live in the same Durable Objects; the 4th caller
+//   waits for a permit.
 // - /leasehold: the route for Node, Bun and Deno, which take the same locks with
 //   durableObject({ url: "https://<worker>/leasehold", token }).
 //
 //   openssl rand -hex 32 | npx wrangler secret put LEASEHOLD_TOKEN
 //   npx wrangler deploy
-import { createMutex } from "leasehold";
+import { createMutex, createSemaphore } from "leasehold";
 import { type DurableObjectNamespaceLike, durableObject, lockHandler } from "leasehold/cloudflare";
 
 // The Durable Object class, exported by name as wrangler.toml's binding says.
@@ -21,6 +24,8 @@ export interface Env {
   LEASEHOLD_TOKEN: string;
   /** Where the rebuild is triggered (wrangler.toml [vars]). */
   REBUILD_HOOK: string;
+  /** An API that allows 3 concurrent calls (wrangler.toml [vars]). */
+  GEOCODER_URL: string;
 }
 
 /** The job: one POST carrying the fencing token; aborted if the lease is lost. */
@@ -44,6 +49,23 @@ export default {
       await using lease = await mutex.acquire({ timeout: 25_000 });
       const result = await rebuild(env, lease.signal, lease.token);
       return Response.json({ token: lease.token, result });
+    }
+    if (pathname === "/geocode" && request.method === "POST") {
+      const geocoder = createSemaphore(durableObject(env.LOCKS), {
+        name: "geocoder",
+        limit: 3,
+        ttl: 30_000,
+        retryDelay: 250,
+      });
+      // A permit for the call, released when it ends; the 4th concurrent caller waits for one.
+      const body = await request.text();
+      return geocoder.run(
+        async (signal, permit) => {
+          const res = await fetch(env.GEOCODER_URL, { method: "POST", body, signal });
+          return Response.json({ slot: permit.slot, result: await res.text() }, { status: res.status });
+        },
+        { timeout: 25_000 },
+      );
     }
     return new Response("not found", { status: 404 });
   },

@@ -1,0 +1,149 @@
+// Item 12: a semaphore's acquire. tryAcquire latency of a permit of a semaphore of limit 1, 5 and
+// 50 with limit − 1 permits already held by others (the acquire must find the last free slot),
+// then its release, on one redis-server:
+//   leasehold upstash   createSemaphore(upstash(...)) through the Upstash REST bridge: one
+//                       ACQUIRE_ANY script per acquire (acquireAny), whatever the limit
+//   leasehold redis     createSemaphore(redis(client)) over one ioredis client, the same script
+//   redis-semaphore     its Semaphore on the same ioredis client (tryAcquire / release),
+//                       refreshInterval 0, acquireAttemptsLimit 1
+// Every iteration runs each contender once, in a fresh random order, each on its own names.
+// `npx tsx bench/semaphore.ts` runs it alone (its own redis-server and bridge) and prints it.
+import { readFileSync } from "node:fs";
+import IORedis from "ioredis";
+import { Semaphore as RedisSemaphore } from "redis-semaphore";
+import { redis } from "../src/backends/redis/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
+import { type Backend, createSemaphore, type Permit } from "../src/index.ts";
+import { type Summary, shuffled, summarize } from "./lib/stats.ts";
+
+export const LIMITS = [1, 5, 50] as const;
+const TTL = 15_000;
+
+export interface SemaphoreResult {
+  iterations: number;
+  warmup: number;
+  /** Per limit, per contender: acquire (the timed tryAcquire) and release. */
+  series: Record<string, Record<string, Record<"acquire" | "release", Summary>>>;
+  redisSemaphore: string;
+}
+
+/** One contender at one limit: `fill` holds limit − 1 permits; `cycle` times one acquire and release. */
+interface Contender {
+  fill(): Promise<() => Promise<unknown>>;
+  cycle(): Promise<[number, number, number]>;
+}
+
+function ours(backend: Backend, name: string, limit: number): Contender {
+  const sem = createSemaphore(backend, { name, limit, ttl: TTL, renew: false, owner: "bench" });
+  return {
+    async fill() {
+      const held: Permit[] = [];
+      for (let i = 0; i < limit - 1; i++) held.push((await sem.tryAcquire())!);
+      return () => Promise.all(held.map((p) => p.release()));
+    },
+    async cycle() {
+      const t0 = performance.now();
+      const p = await sem.tryAcquire();
+      const t1 = performance.now();
+      if (!p) throw new Error(`bench: ${backend.name} semaphore found no free permit`);
+      await p.release();
+      return [t0, t1, performance.now()];
+    },
+  };
+}
+
+function theirs(client: IORedis, name: string, limit: number): Contender {
+  const make = () =>
+    new RedisSemaphore(client, name, limit, {
+      lockTimeout: TTL,
+      acquireAttemptsLimit: 1,
+      refreshInterval: 0,
+    });
+  return {
+    async fill() {
+      const held = Array.from({ length: limit - 1 }, make);
+      for (const s of held)
+        if (!(await s.tryAcquire())) throw new Error("bench: redis-semaphore fill failed");
+      return () => Promise.all(held.map((s) => s.release()));
+    },
+    async cycle() {
+      const s = make();
+      const t0 = performance.now();
+      const ok = await s.tryAcquire();
+      const t1 = performance.now();
+      if (!ok) throw new Error("bench: redis-semaphore found no free permit");
+      await s.release();
+      return [t0, t1, performance.now()];
+    },
+  };
+}
+
+/** Runs item 12 against the bridge (`upstashTarget`) and redis-server on `redisPort`. */
+export async function runSemaphore(
+  target: { upstash: { url: string; token: string }; redisPort: number },
+  iterations: number,
+  warmup: number,
+): Promise<SemaphoreResult> {
+  const client = new IORedis({ host: "127.0.0.1", port: target.redisPort });
+  const series: SemaphoreResult["series"] = {};
+  try {
+    for (const limit of LIMITS) {
+      const tag = `bench-sem-${limit}-${crypto.randomUUID().slice(0, 8)}`;
+      const contenders: Record<string, Contender> = {
+        "leasehold upstash": ours(upstash(target.upstash), `${tag}-upstash`, limit),
+        "leasehold redis": ours(redis(client), `${tag}-redis`, limit),
+        "redis-semaphore": theirs(client, `${tag}-theirs`, limit),
+      };
+      const frees = await Promise.all(Object.values(contenders).map((c) => c.fill()));
+      const samples: Record<string, { acquire: number[]; release: number[] }> = {};
+      for (const c of Object.keys(contenders)) samples[c] = { acquire: [], release: [] };
+      for (let i = 0; i < warmup + iterations; i++) {
+        for (const c of shuffled(Object.keys(contenders))) {
+          const [t0, t1, t2] = await contenders[c]!.cycle();
+          if (i < warmup) continue;
+          samples[c]!.acquire.push(t1 - t0);
+          samples[c]!.release.push(t2 - t1);
+        }
+      }
+      await Promise.all(frees.map((free) => free()));
+      series[String(limit)] = Object.fromEntries(
+        Object.entries(samples).map(([c, s]) => [
+          c,
+          { acquire: summarize(s.acquire), release: summarize(s.release) },
+        ]),
+      );
+    }
+  } finally {
+    await client.quit();
+  }
+  const { version } = JSON.parse(
+    readFileSync(new URL("../node_modules/redis-semaphore/package.json", import.meta.url), "utf8"),
+  ) as { version: string };
+  return { iterations, warmup, series, redisSemaphore: version };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { startRedis } = await import("../test/harness/servers/redis.ts");
+  const { startBridge } = await import("../test/harness/servers/upstash-bridge.ts");
+  const { freePort } = await import("../test/harness/servers/listen.ts");
+  const { QUICK } = await import("./lib/stats.ts");
+  const server = await startRedis({ port: await freePort() });
+  const bridge = await startBridge({ redis: server.socket });
+  try {
+    const r = await runSemaphore(
+      { upstash: { url: bridge.url, token: bridge.token }, redisPort: server.port },
+      QUICK ? 150 : 1_000,
+      QUICK ? 30 : 100,
+    );
+    for (const [limit, byContender] of Object.entries(r.series)) {
+      for (const [c, s] of Object.entries(byContender)) {
+        console.log(
+          `limit ${limit.padStart(2)}  ${c.padEnd(18)} acquire median ${s.acquire.median.toFixed(3)} p90 ${s.acquire.p90.toFixed(3)} p99 ${s.acquire.p99.toFixed(3)} ms; release median ${s.release.median.toFixed(3)} ms`,
+        );
+      }
+    }
+  } finally {
+    await bridge.stop();
+    await server.stop();
+  }
+}

@@ -1,0 +1,275 @@
+// createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15).
+import type { Backend } from "./backend.ts";
+import { BackendError } from "./errors.ts";
+import type { Lease } from "./lease.ts";
+import {
+  type AcquireOptions,
+  type Attempt,
+  type AttemptFn,
+  granted,
+  inspectKey,
+  isLease,
+  keyAttempt,
+  type MutexOptions,
+  releaseInBackground,
+  runWith,
+  waitFor,
+} from "./mutex.ts";
+import { check, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { requestSignal } from "./signals.ts";
+import { now } from "./time.ts";
+
+/** The largest `limit` of a semaphore. */
+export const MAX_LIMIT = 1_000;
+
+/** Between a semaphore's name and a slot number in the slot's lock key: `name:permit:3`. */
+const SLOT = ":permit:";
+
+/**
+ * The lock key of slot `slot` of the semaphore `name`: `name:permit:<slot>`. A mutex of exactly
+ * that name is that slot (it excludes, and is excluded by, the semaphore's permit in it).
+ */
+export function slotKey(name: string, slot: number): string {
+  return `${name}${SLOT}${slot}`;
+}
+
+/** Options of {@link createSemaphore}: those of `createMutex`, and the `limit`. All durations are ms. */
+export interface SemaphoreOptions extends MutexOptions {
+  /**
+   * How many permits may be held at once, across every instance: an integer from 1 to 1 000.
+   * Instances with different limits may overlap (a deployment that changes it): an instance with
+   * limit L only uses slots 0 to L − 1, so never more than the largest limit are held at once.
+   */
+  limit: number;
+}
+
+/** A permit of a {@link Semaphore}: a {@link Lease} on one of its slots. */
+export interface Permit extends Lease {
+  /** The semaphore's name. */
+  readonly name: string;
+  /**
+   * Which slot it holds, from 0 to limit − 1. `token` strictly increases per slot across
+   * holders: fence a resource per slot, or per semaphore by the pair (slot, token).
+   */
+  readonly slot: number;
+}
+
+/** A slot's current holder, as {@link Semaphore.holders} reports it. Advisory. */
+export interface SlotHolder {
+  slot: number;
+  owner: string;
+  token: number;
+  /** ms left on the backend's own expiry, when it reports it. */
+  ttlLeft?: number;
+}
+
+/**
+ * A distributed counting semaphore: at most `limit` permits at once across every instance that
+ * shares the name and the backend. Create it with {@link createSemaphore}.
+ */
+export interface Semaphore {
+  /** The semaphore's name. */
+  readonly name: string;
+  /** How many permits it allows at once. */
+  readonly limit: number;
+  /** The lease duration of a permit in ms (the `ttl` option or its default). */
+  readonly ttl: number;
+  /** The identity `holders()` reports for this semaphore's permits. */
+  readonly owner: string;
+  /** The longest pause between acquire attempts, in ms. */
+  readonly retryDelay: number;
+  /** How long before a permit could expire its signal aborts, in ms. */
+  readonly stopMargin: number;
+  /**
+   * One attempt: resolves a {@link Permit}, or `null` when every slot is taken (`await using`
+   * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer,
+   * and with `signal.reason` when aborted. One request on a backend with `acquireAny`; else up to
+   * one per slot, stopping at the first free one.
+   */
+  tryAcquire(options?: { signal?: AbortSignal }): Promise<Permit | null>;
+  /**
+   * Waits until a permit is free and takes it, exactly like `Mutex.acquire` (the same options,
+   * backoff, timeout and errors); the pause between attempts is never longer than the earliest
+   * expiry the backend reported.
+   */
+  acquire(options?: AcquireOptions): Promise<Permit>;
+  /**
+   * Acquires a permit, runs `fn` with its signal, releases in `finally`, and returns `fn`'s value.
+   * When `fn` throws, rejects with that error, never with a release error.
+   */
+  run<T>(fn: (signal: AbortSignal, permit: Permit) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
+  /**
+   * The held slots (one inspect per slot, at once), in slot order. Advisory: it may change right
+   * after. Rejects with a {@link BackendError} when the backend fails or does not answer within
+   * max(ttl/5, 1 s).
+   */
+  holders(options?: { signal?: AbortSignal }): Promise<SlotHolder[]>;
+}
+
+/**
+ * Creates a semaphore on `options.name` in `backend`: at most `limit` permits at once. Each permit
+ * is an ordinary lock on one slot (`name:permit:0` to `name:permit:<limit − 1>`), so it works on
+ * every backend, a third-party one included, and has every guarantee of a lease: its signal aborts
+ * before anyone else can take the slot, it renews itself, and its fencing token strictly increases
+ * per slot. A backend with `acquireAny` (memory, upstash, redis) takes any free slot in one request;
+ * on the others, an attempt tries the slots from a random one on, one request each, until one is
+ * free. Checks every option now, like `createMutex`, and throws a `TypeError` or `RangeError`
+ * naming the option and its valid values.
+ *
+ * @param backend Where the slots live: any backend.
+ * @param options The name, the limit and the timing; see {@link SemaphoreOptions}.
+ * @returns A {@link Semaphore}. Creating it does no I/O.
+ *
+ * @example At most 3 exports at once, across every instance
+ * ```ts
+ * import { createSemaphore } from "leasehold";
+ * import { memory } from "leasehold/memory";
+ *
+ * declare function runExport(job: { signal: AbortSignal; slot: number; fence: number }): Promise<void>;
+ *
+ * const exports = createSemaphore(memory(), { name: "exports", limit: 3 });
+ * await exports.run((signal, permit) => runExport({ signal, slot: permit.slot, fence: permit.token }), {
+ *   timeout: 60_000,
+ * });
+ * ```
+ */
+export function createSemaphore(backend: Backend, options: SemaphoreOptions): Semaphore {
+  const at = "createSemaphore:";
+  const o = checkMutexOptions(backend, options, "createSemaphore");
+  const { name, ttl, guard, owner } = o;
+  const { limit } = options;
+  check(
+    Number.isSafeInteger(limit) && limit >= 1 && limit <= MAX_LIMIT,
+    at,
+    `limit must be an integer from 1 to ${MAX_LIMIT}, got ${String(limit)}`,
+    RangeError,
+  );
+  const longest = slotKey(name, limit - 1);
+  check(
+    longest.length <= 255,
+    at,
+    `name must be at most ${255 - (longest.length - name.length)} characters with limit ${limit}: its slot keys (${JSON.stringify(slotKey("", limit - 1))} appended) must be valid lock names, got ${name.length}`,
+    RangeError,
+  );
+  check(
+    backend.acquireAny === undefined || typeof backend.acquireAny === "function",
+    at,
+    "backend.acquireAny must be a function when present",
+  );
+  const keys = Array.from({ length: limit }, (_, slot) => slotKey(name, slot));
+  const backendName = backend.name;
+
+  const permitOf = (lease: Lease, slot: number): Permit => ({
+    name,
+    slot,
+    owner: lease.owner,
+    token: lease.token,
+    signal: lease.signal,
+    get valid() {
+      return lease.valid;
+    },
+    get expiresAt() {
+      return lease.expiresAt;
+    },
+    renew: lease.renew,
+    release: lease.release,
+    [Symbol.asyncDispose]: lease.release,
+  });
+
+  /** Frees, in the background, whichever slot an unanswered request may have taken. */
+  const releaseAll = (nonce: string): void => {
+    for (const key of keys) releaseInBackground(o, key, nonce);
+  };
+
+  // One request for any free slot, on a backend that offers it (and expires locks itself).
+  const any = backend.acquireAny;
+  const anyAttempt: AttemptFn = async (signal) => {
+    const nonce = crypto.randomUUID();
+    const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
+    const tSend = now();
+    let result: Awaited<ReturnType<NonNullable<Backend["acquireAny"]>>>;
+    try {
+      result = await any!.call(backend, { keys, owner, nonce, ttl, signal: bounded.signal });
+    } catch (error) {
+      // The request may have been applied: free the slot we may hold, whichever it is.
+      if (!(error instanceof BackendError && !error.retryable)) releaseAll(nonce);
+      throw error;
+    } finally {
+      bounded.done();
+    }
+    if (result?.ok !== true) {
+      const after = result?.ok === false ? result.retryAfter : undefined;
+      return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
+    }
+    const slot = result.index;
+    if (!(Number.isSafeInteger(slot) && slot >= 0 && slot < limit)) {
+      releaseAll(nonce);
+      throw new BackendError("acquireAny answered without a valid slot index", {
+        backend: backendName,
+        retryable: false,
+      });
+    }
+    const lease = granted(o, keys[slot]!, nonce, result.token, tSend, signal);
+    return isLease(lease) ? permitOf(lease, slot) : lease;
+  };
+
+  // Otherwise one ordinary attempt per slot (each with its own observed-expiry state), from a
+  // random slot on so that contenders spread, until one is granted.
+  const perSlot = any && backend.expiry !== "observed" ? [] : keys.map((key) => keyAttempt(o, key));
+  const spreadAttempt: AttemptFn = async (signal) => {
+    const start = Math.floor(Math.random() * limit);
+    let retryAfter: number | undefined;
+    let failure: unknown;
+    for (let i = 0; i < limit; i++) {
+      signal?.throwIfAborted();
+      const slot = (start + i) % limit;
+      let result: Attempt;
+      try {
+        result = await perSlot[slot]!(signal);
+      } catch (error) {
+        if (signal?.aborted || !(error instanceof BackendError && error.retryable)) throw error;
+        failure = error; // this slot may be free: try the others, then report it
+        continue;
+      }
+      if (isLease(result)) return permitOf(result, slot);
+      if (result.retryAfter !== undefined)
+        retryAfter = Math.min(retryAfter ?? result.retryAfter, result.retryAfter);
+    }
+    if (failure !== undefined) throw failure;
+    return retryAfter === undefined ? {} : { retryAfter };
+  };
+
+  const attempt = perSlot.length === 0 ? anyAttempt : spreadAttempt;
+  const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false) as Promise<Permit>;
+
+  return {
+    name,
+    limit,
+    ttl,
+    owner,
+    retryDelay: o.retryDelay,
+    stopMargin: o.stopMargin,
+    async tryAcquire(opts) {
+      const { signal } = optionsOf("tryAcquire", opts);
+      checkSignal("tryAcquire", signal);
+      signal?.throwIfAborted();
+      const result = await attempt(signal);
+      return isLease(result) ? (result as Permit) : null;
+    },
+    acquire,
+    run: (fn, opts) => runWith(acquire, fn, opts),
+    async holders(opts) {
+      const { signal } = optionsOf("holders", opts);
+      checkSignal("holders", signal);
+      const infos = await Promise.all(keys.map((key) => inspectKey(o, key, signal)));
+      const held: SlotHolder[] = [];
+      for (const [slot, info] of infos.entries()) {
+        if (!info) continue;
+        const h: SlotHolder = { slot, owner: info.owner, token: info.token };
+        if (info.ttlLeft !== undefined) h.ttlLeft = info.ttlLeft;
+        held.push(h);
+      }
+      return held;
+    },
+  };
+}
