@@ -448,7 +448,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     "**crash**: the holder stops renewing without releasing (a backend wrapper makes its renew and release hang forever, as if the process froze or died) at a random moment of its renewal cycle; measured from that moment to the follower's acquisition, the follower waiting in `acquire()`. " +
       "*after expiry* is the time from the backend's expiry of the holder's last renewal (its send time + ttl) to the follower's acquisition: what the waiting adds. " +
       "**graceful-release**: the holder calls `release()` while the follower waits in `acquire()`; **graceful-lead**: the holder's `lead()` loop is stopped (its signal aborted) while the follower runs `lead()`; measured from the call to the follower's acquisition. " +
-      `Trials run up to ${res.plan.failParallel ?? 5} at a time, each on its own lock name. ms.`,
+      `Trials run up to ${res.plan.failParallel ?? 5} (crash) and ${res.plan.handoffParallel ?? res.plan.failParallel ?? 5} (handoffs) at a time, each on its own lock name. ms.`,
     "",
     "| backend | kind | ttl | retryDelay | bound | median | p90 | p99 | max | within bound | after expiry: median / max |",
     "|---|---|---|---|---|---|---|---|---|---|---|",
