@@ -15,7 +15,7 @@
 //  10 dynamodb      bench/dynamodb.ts: leasehold vs the AWS SDK on dynalite, crash takeover
 //  11 own clients   bench/clients.ts: redis() vs redlock and redis-semaphore on one ioredis client,
 //                   postgres() vs a pg advisory lock on one pg Pool
-//  12 semaphore     bench/semaphore.ts: createSemaphore (upstash, redis) vs redis-semaphore's
+//  12 semaphore     bench/semaphore.ts: createSemaphore (upstash, redis, cloudflare) vs redis-semaphore's
 //                   Semaphore, limits 1, 5, 50 (alone: `npx tsx bench/semaphore.ts`)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -260,7 +260,7 @@ try {
     `: limits 1, 5, 50; ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
   );
   const semaphore = await runSemaphore(
-    { upstash: upstashTarget, redisPort: servers.redis.port },
+    { upstash: upstashTarget, redisPort: servers.redis.port, cloudflare: cloudflareTarget },
     plan.iterations,
     plan.warmup,
   );

@@ -4,13 +4,17 @@
 //   leasehold upstash   createSemaphore(upstash(...)) through the Upstash REST bridge: one
 //                       ACQUIRE_ANY script per acquire (acquireAny), whatever the limit
 //   leasehold redis     createSemaphore(redis(client)) over one ioredis client, the same script
+//   leasehold cloudflare createSemaphore(durableObject({ url, token })) through the lockHandler
+//                       route of the LeaseholdLock object in workerd (Miniflare): one acquireAny
+//                       request to the object that holds all the semaphore's slots
 //   redis-semaphore     its Semaphore on the same ioredis client (tryAcquire / release),
 //                       refreshInterval 0, acquireAttemptsLimit 1
 // Every iteration runs each contender once, in a fresh random order, each on its own names.
-// `npx tsx bench/semaphore.ts` runs it alone (its own redis-server and bridge) and prints it.
+// `npx tsx bench/semaphore.ts` runs it alone (its own redis-server, bridge and workerd) and prints it.
 import { readFileSync } from "node:fs";
 import IORedis from "ioredis";
 import { Semaphore as RedisSemaphore } from "redis-semaphore";
+import { durableObject } from "../src/backends/cloudflare/index.ts";
 import { redis } from "../src/backends/redis/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { type Backend, createSemaphore, type Permit } from "../src/index.ts";
@@ -78,9 +82,13 @@ function theirs(client: IORedis, name: string, limit: number): Contender {
   };
 }
 
-/** Runs item 12 against the bridge (`upstashTarget`) and redis-server on `redisPort`. */
+/** Runs item 12 against the bridge (`upstash`), redis-server on `redisPort` and workerd's route (`cloudflare`). */
 export async function runSemaphore(
-  target: { upstash: { url: string; token: string }; redisPort: number },
+  target: {
+    upstash: { url: string; token: string };
+    redisPort: number;
+    cloudflare: { url: string; token: string };
+  },
   iterations: number,
   warmup: number,
 ): Promise<SemaphoreResult> {
@@ -92,6 +100,7 @@ export async function runSemaphore(
       const contenders: Record<string, Contender> = {
         "leasehold upstash": ours(upstash(target.upstash), `${tag}-upstash`, limit),
         "leasehold redis": ours(redis(client), `${tag}-redis`, limit),
+        "leasehold cloudflare": ours(durableObject(target.cloudflare), `${tag}-cloudflare`, limit),
         "redis-semaphore": theirs(client, `${tag}-theirs`, limit),
       };
       const frees = await Promise.all(Object.values(contenders).map((c) => c.fill()));
@@ -127,22 +136,29 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { startBridge } = await import("../test/harness/servers/upstash-bridge.ts");
   const { freePort } = await import("../test/harness/servers/listen.ts");
   const { QUICK } = await import("./lib/stats.ts");
+  const { startLockWorker } = await import("../test/harness/servers/workerd-locks.ts");
   const server = await startRedis({ port: await freePort() });
   const bridge = await startBridge({ redis: server.socket });
+  const workerd = await startLockWorker();
   try {
     const r = await runSemaphore(
-      { upstash: { url: bridge.url, token: bridge.token }, redisPort: server.port },
+      {
+        upstash: { url: bridge.url, token: bridge.token },
+        redisPort: server.port,
+        cloudflare: { url: workerd.url, token: workerd.token },
+      },
       QUICK ? 150 : 1_000,
       QUICK ? 30 : 100,
     );
     for (const [limit, byContender] of Object.entries(r.series)) {
       for (const [c, s] of Object.entries(byContender)) {
         console.log(
-          `limit ${limit.padStart(2)}  ${c.padEnd(18)} acquire median ${s.acquire.median.toFixed(3)} p90 ${s.acquire.p90.toFixed(3)} p99 ${s.acquire.p99.toFixed(3)} ms; release median ${s.release.median.toFixed(3)} ms`,
+          `limit ${limit.padStart(2)}  ${c.padEnd(20)} acquire median ${s.acquire.median.toFixed(3)} p90 ${s.acquire.p90.toFixed(3)} p99 ${s.acquire.p99.toFixed(3)} ms; release median ${s.release.median.toFixed(3)} ms`,
         );
       }
     }
   } finally {
+    await workerd.stop();
     await bridge.stop();
     await server.stop();
   }

@@ -1,6 +1,7 @@
 // Leader election over a mutex: the lead loop, leadership changes, health. Its own function, so an
 // app that only locks does not ship it.
 
+import { emitter } from "./events.ts";
 import type { Lease } from "./lease.ts";
 import type { Mutex } from "./mutex.ts";
 import { check, checkFunction, checkMs, checkSignal, isNumber, optionsOf } from "./options.ts";
@@ -129,6 +130,8 @@ export function createElection(mutex: Mutex): Election {
   const emit = (change: LeadershipChange): void => {
     for (const listener of listeners) listener(change);
   };
+  // The mutex's onEvent observer, if any, hears of leadership too.
+  const note = emitter(m.onEvent, m.name, m.owner);
   let current: Lease | undefined;
   /** The failure of the latest campaign attempt, cleared when the backend answers. */
   let failing: unknown;
@@ -200,6 +203,7 @@ export function createElection(mutex: Mutex): Election {
           failing = undefined;
           current = lease;
           emit({ type: "elected", owner: lease.owner, token: lease.token });
+          note?.({ type: "elected", token: lease.token });
           const scope = linkedSignal([lease.signal, signal]);
           const settled = (async () => task(scope.signal, lease))().then(
             () => false,
@@ -217,6 +221,7 @@ export function createElection(mutex: Mutex): Election {
           await lease.release().catch(tell);
           scope.done();
           emit({ type: "deposed", owner: lease.owner, token: lease.token, reason: lease.signal.reason });
+          note?.({ type: "deposed", token: lease.token });
           // Never campaign again (or return) while this instance's task still runs. Then pause about
           // retryDelay, whether the task threw or returned: waiting followers get their turn, and a
           // task that returns at once cannot spin the loop.

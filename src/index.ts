@@ -22,6 +22,7 @@ export {
   type LockErrorCode,
   LockTimeoutError,
 } from "./errors.ts";
+export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
 export { type AcquireOptions, createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
 export {

@@ -1,6 +1,7 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
 import { LeaseLostError } from "./errors.ts";
+import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
 import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
@@ -56,6 +57,8 @@ export interface LeaseInit {
   /** Monotonic time read just before the acquire request was sent. */
   tSend: number;
   autoRenew: boolean;
+  /** Reports the lease's events (renewed, renew-failed, lost, released); absent without an observer. */
+  emit?: Emit | undefined;
 }
 
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
@@ -70,7 +73,7 @@ export async function releaseNonce(backend: Backend, key: string, nonce: string,
 
 /** Creates the handle for a freshly acquired lock and starts its renewal. @internal */
 export function createLease(init: LeaseInit): Lease {
-  const { backend, name, nonce, ttl, guard, stopMargin } = init;
+  const { backend, name, nonce, ttl, guard, stopMargin, token, emit } = init;
   let deadline = init.tSend + ttl - guard;
   // Why the lease ended: a LeaseLostError, or for a release the function that makes it (a lease
   // whose signal nobody read never builds it). Set once.
@@ -98,14 +101,16 @@ export function createLease(init: LeaseInit): Lease {
     if (renewing) renewing.abort(reason());
     if (ctrl) ctrl.abort(reason());
   };
-  const lose = (why: string, cause: unknown = lastError): void => {
-    if (!ended) end(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
+  const lose = (loss: LossReason, why: string, cause: unknown = lastError): void => {
+    if (ended) return;
+    end(new LeaseLostError(`lease on "${name}" lost: ${why}`, { cause }));
+    emit?.({ type: "lost", token, reason: loss });
   };
 
   /** Loses the lease when the clock says its deadline has passed; whether it is still held. */
   const checkDeadline = (): boolean => {
     if (now() < deadline) return !ended;
-    lose("its deadline passed without a successful renewal");
+    lose("deadline", "its deadline passed without a successful renewal");
     return false;
   };
 
@@ -132,14 +137,18 @@ export function createLease(init: LeaseInit): Lease {
         const ours = await backend.renew({ key: name, nonce, ttl, signal: bounded.signal });
         if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
-        if (now() >= deadline) lose("a renewal was answered after its deadline");
-        else if (ours !== true) lose("the backend says another owner holds it", undefined);
+        if (now() >= deadline) lose("late", "a renewal was answered after its deadline");
+        else if (ours !== true) lose("gone", "the backend says another owner holds it", undefined);
         if (ended) throw reason();
         deadline = tSend + ttl - guard;
         lastError = undefined;
         arm();
+        emit?.({ type: "renewed", token, latency: now() - tSend, margin: deadline - now() });
       } catch (error) {
-        if (!ended) lastError = error;
+        if (!ended) {
+          lastError = error;
+          emit?.({ type: "renew-failed", token, ...failure(error), margin: deadline - now() });
+        }
         throw error;
       } finally {
         bounded.done();
@@ -158,7 +167,10 @@ export function createLease(init: LeaseInit): Lease {
     // the holder relies on to stop in time: abort first, then free the lock for the next term.
     // Timers are routinely a few ms late: the guard's timer allowance is not a stall.
     if (late > Math.max(stopMargin, guard - stopMargin)) {
-      lose(`the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${stopMargin} ms)`);
+      lose(
+        "stalled",
+        `the event loop stalled: renewal ran ${Math.round(late)} ms late (stopMargin ${stopMargin} ms)`,
+      );
       release().catch(() => {});
       return;
     }
@@ -199,6 +211,7 @@ export function createLease(init: LeaseInit): Lease {
           error.stackTraceLimit = limit;
           return why;
         });
+        emit?.({ type: "released", token, held: now() - init.tSend });
       }
       // Even a lost lease is released on the backend: after a partition the lock may still carry
       // our nonce, and freeing it lets the next holder in without waiting for the expiry.
@@ -212,7 +225,7 @@ export function createLease(init: LeaseInit): Lease {
   return {
     name,
     owner: init.owner,
-    token: init.token,
+    token,
     get signal() {
       if (!ctrl) {
         ctrl = new AbortController();

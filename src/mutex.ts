@@ -1,6 +1,7 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
 import type { Backend, HolderInfo } from "./backend.ts";
 import { BackendError, LockTimeoutError } from "./errors.ts";
+import { codeOf, type Emit, emitter, failure, type LockEvent } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import {
   type CheckedMutexOptions,
@@ -43,6 +44,14 @@ export interface MutexOptions {
    * that work can stop in time. ≥ 0 and < ttl / 2. Default min(1 000, ttl / 5).
    */
   stopMargin?: number;
+  /**
+   * An observer of this mutex's events: acquire started, each attempt and its outcome, acquired
+   * (with the time waited), acquire failed, renewed (latency, margin left), renew failed, lost
+   * (why), released, and the leadership of a {@link createElection} on it (see {@link LockEvent}).
+   * Called synchronously; an observer that throws is ignored (the lock goes on), and one that
+   * returns a promise must handle its own rejections. Without it, no event is built.
+   */
+  onEvent?: (event: LockEvent) => void;
 }
 
 /** Options of {@link Mutex.acquire} and {@link Mutex.run}. */
@@ -81,6 +90,8 @@ export interface Mutex {
   readonly retryDelay: number;
   /** How long before the lease could expire its signal aborts, in ms (`stopMargin` or its default). */
   readonly stopMargin: number;
+  /** The `onEvent` observer, if any; {@link createElection} reports leadership through it. */
+  readonly onEvent?: ((event: LockEvent) => void) | undefined;
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
@@ -127,9 +138,9 @@ export interface Mutex {
  * ```
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {
-  const o = checkMutexOptions(backend, options);
-  const { name, ttl, retryDelay, stopMargin, owner } = o;
-  const acquireOnce = keyAttempt(o, name);
+  const o = core(backend, options);
+  const { name, ttl, retryDelay, stopMargin, owner, onEvent } = o;
+  const acquireOnce = observe(o, keyAttempt(o, name));
   const acquire = (options?: AcquireOptions): Promise<Lease> => waitFor(o, name, options, acquireOnce, true);
 
   const holder: Mutex["holder"] = async (options) => {
@@ -144,6 +155,7 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     owner,
     retryDelay,
     stopMargin,
+    onEvent,
     async tryAcquire(options) {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
@@ -160,14 +172,29 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
 // What createMutex and createSemaphore share: one acquire request on one key (with its observed-
 // expiry state), the lease of a granted request, the wait of acquire(), and run().
 
-/** A mutex's or semaphore's checked options, with its backend and guard. @internal */
-export type Core = CheckedMutexOptions;
+/** A mutex's or semaphore's checked options, with its backend, guard and event emitter. @internal */
+export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
+
+/** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
+export function core(backend: Backend, options: MutexOptions, where?: string): Core {
+  const o: Core = checkMutexOptions(backend, options, where);
+  o.emit = emitter(o.onEvent, o.name, o.owner);
+  return o;
+}
 
 /** What one attempt answers: a lease, or that it was refused (and when to try again, if known). @internal */
 export type Attempt = Lease | { retryAfter?: number };
 
-/** One attempt: `queue` asks a backend with `acquireQueued` to hold it open in line (§4.7). @internal */
-export type AttemptFn = (signal?: AbortSignal, queue?: { waiter: string; hold: number }) => Promise<Attempt>;
+/**
+ * One attempt: `queue` asks a backend with `acquireQueued` to hold it open in line (§4.7); `n` is
+ * its number within an acquire that started at `start` (for the events). @internal
+ */
+export type AttemptFn = (
+  signal?: AbortSignal,
+  queue?: { waiter: string; hold: number },
+  n?: number,
+  start?: number,
+) => Promise<Attempt>;
 
 /** Whether an attempt got a lease. @internal */
 export const isLease = (r: Attempt): r is Lease => "token" in r;
@@ -263,6 +290,34 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
 }
 
 /**
+ * `attempt`, reporting each attempt and, when granted, the acquisition to the observer of `o`.
+ * Without an observer it is `attempt` itself: nothing is added per operation. @internal
+ */
+export function observe(o: Core, attempt: AttemptFn): AttemptFn {
+  const { emit } = o;
+  return !emit
+    ? attempt
+    : async (signal, queue, n = 1, start = now()) => {
+        const sent = now();
+        const tried = { type: "attempt", attempt: n } as const;
+        try {
+          const r = await attempt(signal, queue);
+          const latency = now() - sent;
+          if (!isLease(r)) {
+            emit({ ...tried, latency, outcome: "taken", retryAfter: r.retryAfter });
+            return r;
+          }
+          emit({ ...tried, latency, outcome: "granted", token: r.token });
+          emit({ type: "acquired", token: r.token, waited: now() - start, attempts: n });
+          return r;
+        } catch (error) {
+          emit({ ...tried, latency: now() - sent, outcome: "error", ...failure(error) });
+          throw error;
+        }
+      };
+}
+
+/**
  * acquire(): attempts until one gets a lease, with jittered backoff (never longer than a
  * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
  * §4.7). `what` names the lock in the timeout's message; `queued`: whether to wait in line on a
@@ -275,7 +330,7 @@ export async function waitFor(
   attempt: AttemptFn,
   queued: boolean,
 ): Promise<Lease> {
-  const { backend, ttl, retryDelay } = o;
+  const { backend, ttl, retryDelay, emit } = o;
   const backendName = backend.name;
   const { signal, timeout, onError } = optionsOf("acquire", options);
   checkSignal("acquire", signal);
@@ -284,6 +339,8 @@ export async function waitFor(
   signal?.throwIfAborted();
   const start = now();
   const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+  emit?.({ type: "acquiring" });
+  let attempts = 0;
   // Whether the backend answered since the last failure, and whether a request is out now.
   let lastError: unknown;
   let answered = false;
@@ -301,9 +358,11 @@ export async function waitFor(
     for (let failures = 0; ; failures++) {
       let wait = waitDelay(failures, retryDelay);
       pending = true;
+      attempts++;
       try {
         const hold = waiter ? queueHold(ttl, end - now()) : 0;
-        const result = await attempt(outer.signal, waiter && hold >= 1 ? { waiter, hold } : undefined);
+        const queue = waiter && hold >= 1 ? { waiter, hold } : undefined;
+        const result = await attempt(outer.signal, queue, attempts, start);
         if (isLease(result)) return result;
         answered = true;
         lastError = undefined;
@@ -321,6 +380,9 @@ export async function waitFor(
       if (now() >= end) throw timedOut();
       await sleep(Math.min(wait, end - now()), outer.signal);
     }
+  } catch (error) {
+    emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
+    throw error;
   } finally {
     outer.done();
   }

@@ -2,6 +2,7 @@
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
 import type { Backend } from "./backend.ts";
+import type { LockEvent } from "./events.ts";
 import type { MutexOptions } from "./mutex.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin, guardOf } from "./timing.ts";
@@ -52,6 +53,7 @@ export interface CheckedMutexOptions {
   retryDelay: number;
   stopMargin: number;
   owner: string;
+  onEvent: ((event: LockEvent) => void) | undefined;
 }
 
 /**
@@ -124,7 +126,19 @@ export function checkMutexOptions(
     at,
     "owner must be a well-formed string of 1-256 characters",
   );
-  return { backend, guard: guardOf(ttl, stopMargin), name, ttl, renew, retryDelay, stopMargin, owner };
+  checkFunction(where, "onEvent", options.onEvent);
+  const onEvent = options.onEvent;
+  return {
+    backend,
+    guard: guardOf(ttl, stopMargin),
+    name,
+    ttl,
+    renew,
+    retryDelay,
+    stopMargin,
+    owner,
+    onEvent,
+  };
 }
 
 /** The options object of the call `where`: `undefined` becomes `{}`; anything but an object is a TypeError. */

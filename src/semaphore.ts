@@ -6,32 +6,23 @@ import {
   type AcquireOptions,
   type Attempt,
   type AttemptFn,
+  core,
   granted,
   inspectKey,
   isLease,
   keyAttempt,
   type MutexOptions,
+  observe,
   releaseInBackground,
   runWith,
   waitFor,
 } from "./mutex.ts";
-import { check, checkMutexOptions, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { check, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
+import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
 
-/** The largest `limit` of a semaphore. */
-export const MAX_LIMIT = 1_000;
-
-/** Between a semaphore's name and a slot number in the slot's lock key: `name:permit:3`. */
-const SLOT = ":permit:";
-
-/**
- * The lock key of slot `slot` of the semaphore `name`: `name:permit:<slot>`. A mutex of exactly
- * that name is that slot (it excludes, and is excluded by, the semaphore's permit in it).
- */
-export function slotKey(name: string, slot: number): string {
-  return `${name}${SLOT}${slot}`;
-}
+export { MAX_LIMIT, slotKey };
 
 /** Options of {@link createSemaphore}: those of `createMutex`, and the `limit`. All durations are ms. */
 export interface SemaphoreOptions extends MutexOptions {
@@ -111,7 +102,7 @@ export interface Semaphore {
  * is an ordinary lock on one slot (`name:permit:0` to `name:permit:<limit − 1>`), so it works on
  * every backend, a third-party one included, and has every guarantee of a lease: its signal aborts
  * before anyone else can take the slot, it renews itself, and its fencing token strictly increases
- * per slot. A backend with `acquireAny` (memory, upstash, redis) takes any free slot in one request;
+ * per slot. A backend with `acquireAny` (memory, upstash, redis, cloudflare) takes any free slot in one request;
  * on the others, an attempt tries the slots from a random one on, one request each, until one is
  * free. Checks every option now, like `createMutex`, and throws a `TypeError` or `RangeError`
  * naming the option and its valid values.
@@ -135,7 +126,7 @@ export interface Semaphore {
  */
 export function createSemaphore(backend: Backend, options: SemaphoreOptions): Semaphore {
   const at = "createSemaphore:";
-  const o = checkMutexOptions(backend, options, "createSemaphore");
+  const o = core(backend, options, "createSemaphore");
   const { name, ttl, guard, owner } = o;
   const { limit } = options;
   check(
@@ -239,7 +230,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     return retryAfter === undefined ? {} : { retryAfter };
   };
 
-  const attempt = perSlot.length === 0 ? anyAttempt : spreadAttempt;
+  const attempt = observe(o, perSlot.length === 0 ? anyAttempt : spreadAttempt);
   const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false) as Promise<Permit>;
 
   return {

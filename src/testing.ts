@@ -546,7 +546,16 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         const large = Array.from({ length: half }, (_, i) => make(`large ${i}`, 4));
         const all = [...small, ...large].sort(() => Math.random() - 0.5);
         const won = held(await Promise.all(all.map(attempt)));
+        assert(won.length <= 4, `${won.length} permits at once with limits 2 and 4`);
+        // An attempt that got no answer in time may have taken a slot that the core then freed in
+        // the background (it never became a permit): such a slot is free again, and taken now.
+        for (let i = 0; won.length < 4 && i < 20; i++) {
+          const late = await attempt(make(`large, later ${i}`, 4));
+          if (late) won.push(late);
+          else await new Promise((resolve) => setTimeout(resolve, 50));
+        }
         assert(won.length === 4, `expected 4 permits in all, got ${won.length}`);
+        assert((await attempt(make("large, fifth", 4))) === null, "a fifth permit was granted");
         for (const p of won) {
           assert(!p.owner.startsWith("small") || p.slot < 2, `a limit-2 instance holds slot ${p.slot}`);
         }

@@ -586,6 +586,7 @@ function semaphoreSection(r: SemaphoreResult): string {
     "",
     "`tryAcquire()` of a permit of a semaphore of limit 1, 5 and 50 with limit − 1 permits already held by others (so the acquire must find the last free slot), then its `release()`, on one redis-server. " +
       "**leasehold upstash**: `createSemaphore(upstash(…))` through the Upstash REST bridge; **leasehold redis**: `createSemaphore(redis(client))` over one ioredis client; both send one `ACQUIRE_ANY` script per acquire whatever the limit (`acquireAny`), and each permit is a lease with a fencing token per slot. " +
+      "**leasehold cloudflare** (in runs that have it): `createSemaphore(durableObject({ url, token }))` through the `lockHandler` route of the LeaseholdLock object in workerd on loopback: one `acquireAny` request to the object that holds every slot of the semaphore. " +
       `**redis-semaphore** ${r.redisSemaphore}: its \`Semaphore\` on the same ioredis client (\`tryAcquire\` / \`release\`, refreshInterval 0), no fencing token. ` +
       `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`,
     "",

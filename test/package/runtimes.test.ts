@@ -197,15 +197,15 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
       expect(quick).toBeLessThan(jobMs);
 
       // 3. After both handlers returned, no timer is pending in the isolate: `await using` released
-      // the lease and with it the renewal and deadline timers (ttl 10 s: both were still due).
+      // the lease and with it its timer (the next renewal or the deadline; ttl 10 s: still due).
       const timers = await (await mf.dispatchFetch("http://smoke.local/timers")).json();
       expect(timers).toEqual({ pending: 0 });
-      // Negative control: the same count sees a lease that was not released (deadline + renewal).
+      // Negative control: the same count sees a lease that was not released (its one timer).
       expect(await (await mf.dispatchFetch("http://smoke.local/leak")).json()).toEqual({ token: 1 });
       const leaked = (await (await mf.dispatchFetch("http://smoke.local/timers")).json()) as {
         pending: number;
       };
-      expect(leaked.pending).toBeGreaterThanOrEqual(2);
+      expect(leaked.pending).toBeGreaterThanOrEqual(1);
       await mf.dispose();
       disposed = true;
     } finally {

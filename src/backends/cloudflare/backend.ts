@@ -5,7 +5,7 @@ import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
 import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { type LockRequest, NAME, type Replies } from "./protocol.ts";
+import { type LockRequest, NAME, objectOf, type Replies, slotsOf } from "./protocol.ts";
 
 /** A Durable Object stub's `fetch`, as leasehold calls it. */
 export interface DurableObjectStubLike {
@@ -65,7 +65,8 @@ export function checkToken(token: unknown, option: string): asserts token is str
  * `acquire()` waits in line: first come, first served, woken on release.
  *
  * @param target The namespace binding (`env.LOCKS`), or `{ url, token, fetch? }`.
- * @returns A backend named `"cloudflare"` with `acquireQueued`.
+ * @returns A backend named `"cloudflare"` with `acquireQueued` and `acquireAny` (a semaphore's acquire
+ *   is one request whatever its limit).
  * @throws {TypeError} When `target` is neither, the URL is not http(s), or the token is shorter
  *   than 16 characters or not a header value. The token is never part of a message.
  *
@@ -90,15 +91,15 @@ export function checkToken(token: unknown, option: string): asserts token is str
  * ```
  */
 export function durableObject(target: DurableObjectNamespaceLike | DurableObjectUrlOptions): Backend {
-  let fetchFn: FetchLike;
+  /** The `fetch` that reaches the object named `name`. */
+  let fetchTo: (name: string) => FetchLike;
   let url: string;
   let headers: Record<string, string>;
   let secrets: string[];
   if (isNamespace(target)) {
     const ns = target;
-    // One stub per call: the key is in the body, which this function reads back.
-    fetchFn = (u, init) =>
-      ns.get(ns.idFromName((JSON.parse(init.body!) as { key: string }).key) as never).fetch(u, init);
+    // One stub per call.
+    fetchTo = (name) => (u, init) => ns.get(ns.idFromName(name) as never).fetch(u, init);
     url = "https://leasehold.internal/";
     headers = { "content-type": "application/json" };
     secrets = [];
@@ -116,7 +117,9 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     );
     url = httpUrl(WHERE, "option url", target.url).href;
     checkToken(token, "option token");
-    fetchFn = fetchOption(WHERE, target.fetch);
+    // The route finds the object itself.
+    const fetchFn = fetchOption(WHERE, target.fetch);
+    fetchTo = () => fetchFn;
     headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
     secrets = [token];
   }
@@ -127,7 +130,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
   ): Promise<Replies[K]> {
     const { status, json: body } = await sendJson(
       NAME,
-      fetchFn,
+      fetchTo(objectOf(r)),
       url,
       { method: "POST", headers, body: JSON.stringify(r), signal },
       secrets,
@@ -169,6 +172,27 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
         hold: Math.max(0, Math.floor(hold)),
       } as const;
       return acquired(await call(r, signal));
+    },
+    async acquireAny({ keys, owner, nonce, ttl, signal }) {
+      const one = slotsOf(keys);
+      if (!one) {
+        // Not the slots of one semaphore, so not in one object: an acquire per key, in order.
+        let retryAfter: number | undefined;
+        for (const [index, key] of keys.entries()) {
+          const r = acquired(await call({ op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl) }, signal));
+          if (r.ok) return { ok: true, token: r.token, index };
+          retryAfter = Math.min(retryAfter ?? r.retryAfter!, r.retryAfter!);
+        }
+        return retryAfter === undefined ? { ok: false } : { ok: false, retryAfter };
+      }
+      const r = await call({ op: "acquireAny", ...one, owner, nonce, ttl: Math.ceil(ttl) }, signal);
+      if (r?.ok === true && Number.isSafeInteger(r.token) && r.token > 0) {
+        if (Number.isSafeInteger(r.index) && r.index >= 0 && r.index < keys.length)
+          return { ok: true, token: r.token, index: r.index };
+      } else if (r?.ok === false && typeof r.retryAfter === "number" && r.retryAfter >= 0) {
+        return { ok: false, retryAfter: r.retryAfter };
+      }
+      throw malformed(r);
     },
     async renew({ key, nonce, ttl, signal }) {
       const r = await call({ op: "renew", key, nonce, ttl: Math.ceil(ttl) }, signal);

@@ -1,7 +1,7 @@
 // lockHandler: the Worker route that lets durableObject({ url, token }) reach the objects.
 import { check } from "../../options.ts";
 import { checkToken, type DurableObjectNamespaceLike } from "./backend.ts";
-import { json, NAME, parseRequest, readRequest } from "./protocol.ts";
+import { json, NAME, objectOf, parseRequest, readRequest } from "./protocol.ts";
 
 /** Options of {@link lockHandler}. */
 export interface LockHandlerOptions {
@@ -32,7 +32,7 @@ async function sameSecret(expected: Promise<Uint8Array>, given: string): Promise
  * The request handler of the route that {@link durableObject} `({ url, token })` talks to:
  * checks the bearer token in constant time (a wrong or missing one is HTTP 401, which the
  * backend reports as `ERR_BACKEND_AUTH`), then forwards the operation to the lock's object
- * (`namespace.idFromName(name)`). Mount it on a path of your Worker's `fetch`.
+ * (`namespace.idFromName(name)`; a semaphore's slots are all in the object of its name). Mount it on a path of your Worker's `fetch`.
  *
  * @param namespace The namespace binding of {@link LeaseholdLock} (`env.LOCKS`).
  * @param options The bearer `token`.
@@ -80,7 +80,7 @@ export function lockHandler(
     if (body === undefined) return json({ error: "request too large" }, 413);
     const r = parseRequest(body);
     if (typeof r === "string") return json({ error: r }, 400);
-    const stub = namespace.get(namespace.idFromName(r.key) as never);
+    const stub = namespace.get(namespace.idFromName(objectOf(r)) as never);
     const reply = await stub.fetch("https://leasehold.internal/", {
       method: "POST",
       headers: { "content-type": "application/json" },

@@ -1,7 +1,8 @@
-// Over 300 lines on purpose: the lease, the line of waiters, the alarm and their storage are one
+// Over 300 lines on purpose: the leases, the lines of waiters, the alarm and their storage are one
 // state machine in one class; the wire format is in protocol.ts, the route in handler.ts.
-// LeaseholdLock: the Durable Object that holds one lock. Typed structurally, so this file loads
-// on every runtime; workerd constructs it with its real state object.
+// LeaseholdLock: the Durable Object that holds one lock, or all the slots of one semaphore. Typed
+// structurally, so this file loads on every runtime; workerd constructs it with its real state object.
+import { slotKey, slotOf } from "../../slots.ts";
 import {
   json,
   KEEP_PLACE_MS,
@@ -14,7 +15,7 @@ import {
 
 /** The part of a Durable Object's storage that {@link LeaseholdLock} uses. */
 export interface DurableObjectStorageLike {
-  get(key: string): Promise<unknown>;
+  list(options: { prefix: string }): Promise<Map<string, unknown>>;
   put(key: string, value: unknown): Promise<void>;
   setAlarm(scheduledTime: number): Promise<void>;
 }
@@ -25,11 +26,18 @@ export interface DurableObjectStateLike {
   blockConcurrencyWhile<T>(callback: () => Promise<T>): Promise<T>;
 }
 
-/** What is kept in storage under "lock": the fence counter and the lease, without its expiry time. */
+/**
+ * What is kept in storage for each lock: the fence counter and the lease, without its expiry time.
+ * Under "lock" for the object's own key (the name it was made for), under "lock:<key>" for a slot
+ * key of the semaphore of that name (`name:permit:<slot>`).
+ */
 interface Saved {
   fence: number;
   lease: { nonce: string; owner: string; token: number; ttl: number } | null;
 }
+
+/** Where a lock's state is stored in its object (see {@link Saved}). */
+const storageKey = (key: string): string => (slotOf(key) ? `lock:${key}` : "lock");
 
 interface Held {
   nonce: string;
@@ -51,16 +59,31 @@ interface Waiter {
   keepUntil: number;
 }
 
+/** One lock of the object: its fence, its lease and its line of waiters. */
+interface Lock {
+  /** Its storage key. */
+  at: string;
+  fence: number;
+  lease: Held | null;
+  /** Waiters, oldest first. In memory: a restart drops them (they come back with their next request). */
+  line: Waiter[];
+  /** The timer at the next moment its line can move. */
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
 /**
  * The Durable Object class that holds leasehold locks: one object per lock name
- * (`idFromName(name)`). Export it from your Worker and bind it (see `durableObject`):
+ * (`idFromName(name)`), which also holds every slot of the semaphore of that name
+ * (`name:permit:<slot>`). Export it from your Worker and bind it (see `durableObject`):
  *
- * - the lease and the fence counter live in the object's storage and are written before any
+ * - the leases and fence counters live in the object's storage and are written before any
  *   answer that depends on them, so a restart or a move never loses a holder nor sets a token
  *   back; a lease read back after a restart counts as renewed at that moment (its holder's own
  *   deadline is earlier, so this can only delay a takeover);
- * - expiry is judged on the object's clock; an alarm at the lease's expiry frees it and serves
- *   the next waiter even when nobody calls;
+ * - expiry is judged on the object's clock; an alarm at the earliest lease's expiry frees it and
+ *   serves the next waiter even when nobody calls;
+ * - a semaphore's acquire (`acquireAny`) tries its slots in order in one request, exactly as one
+ *   acquire per slot would;
  * - waiters (`acquireQueued`) are served first come, first served: a waiting request is held open
  *   (at most 30 s, and as long as the caller asks) and answered with the lease as soon as the
  *   lock is released or expires; a waiter keeps its place for 1 s between two requests, and a
@@ -68,18 +91,14 @@ interface Waiter {
  */
 export class LeaseholdLock {
   readonly #storage: DurableObjectStorageLike;
-  #fence = 0;
-  #lease: Held | null = null;
-  /** Waiters, oldest first. In memory: a restart drops them (they come back with their next request). */
-  #line: Waiter[] = [];
-  /** Whether the lease or fence changed since the last save; whether a new lease needs an alarm. */
-  #dirty = false;
-  #arm = false;
+  /** The locks, by storage key. */
+  readonly #locks = new Map<string, Lock>();
+  /** The locks whose lease or fence changed since the last save. */
+  readonly #dirty = new Set<Lock>();
   /** When the alarm this instance set will fire (undefined: none known). */
   #alarmAt: number | undefined;
   /** Answers to send once the state they depend on is saved. */
   #after: (() => void)[] = [];
-  #timer: ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Called by the Workers runtime with the object's `DurableObjectState` (and the Worker's
@@ -88,11 +107,15 @@ export class LeaseholdLock {
   constructor(state: DurableObjectStateLike, _env?: unknown) {
     this.#storage = state.storage;
     void state.blockConcurrencyWhile(async () => {
-      const saved = (await this.#storage.get("lock")) as Saved | undefined;
-      if (!saved) return;
-      this.#fence = saved.fence;
-      // Its expiry time died with the old instance: count it as renewed now (only later, never earlier).
-      if (saved.lease) this.#lease = { ...saved.lease, until: Date.now() + saved.lease.ttl };
+      const saved = await this.#storage.list({ prefix: "lock" });
+      const now = Date.now();
+      for (const [at, value] of saved) {
+        const { fence, lease } = value as Saved;
+        const lock = this.#lockAt(at);
+        lock.fence = fence;
+        // Its expiry time died with the old instance: count it as renewed now (only later, never earlier).
+        if (lease) lock.lease = { ...lease, until: now + lease.ttl };
+      }
     });
   }
 
@@ -112,83 +135,104 @@ export class LeaseholdLock {
     return json(await this.#run(r));
   }
 
-  /** Called by the Workers runtime at the lease's expiry: frees it and serves the next waiter. */
+  /** Called by the Workers runtime at the earliest lease's expiry: frees it and serves the next waiter. */
   async alarm(): Promise<void> {
+    // The next alarm, at the earliest lease left (renewed, or granted while this one was pending),
+    // is set by the commit.
     this.#alarmAt = undefined;
-    this.#serve(Date.now());
-    // A lease that outlived the alarm (renewed, or granted while an earlier alarm was pending):
-    // the next alarm at its expiry.
-    this.#arm = this.#lease !== null;
-    this.#dirty ||= this.#arm;
+    const now = Date.now();
+    for (const lock of this.#locks.values()) this.#serve(lock, now);
     await this.#commit();
+  }
+
+  /**
+   * The lock stored under `at`. Never dropped from memory (a request may hold it across an await):
+   * an object holds one key and at most the slots of one semaphore.
+   */
+  #lockAt(at: string): Lock {
+    let lock = this.#locks.get(at);
+    if (!lock) {
+      lock = { at, fence: 0, lease: null, line: [], timer: undefined };
+      this.#locks.set(at, lock);
+    }
+    return lock;
   }
 
   /** Runs one operation; every change is saved before its answer (and the answers it unblocked). */
   async #run(r: LockRequest): Promise<unknown> {
     const now = Date.now();
-    this.#serve(now);
+    const keys = r.op === "acquireAny" ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
+    const locks = keys.map((key) => this.#lockAt(storageKey(key)));
+    for (const lock of locks) this.#serve(lock, now);
     await this.#commit();
-    const reply = await this.#apply(r, now);
+    const reply = await (r.op === "acquireAny"
+      ? this.#acquireAny(r, locks, now)
+      : this.#apply(r, locks[0]!, now));
     await this.#commit();
     return reply;
   }
 
-  #apply(r: LockRequest, now: number): Replies[LockRequest["op"]] | Promise<Replies["acquire"]> {
+  #apply(
+    r: Exclude<LockRequest, { op: "acquireAny" }>,
+    lock: Lock,
+    now: number,
+  ): Replies[Exclude<LockRequest["op"], "acquireAny">] | Promise<Replies["acquire"]> {
     switch (r.op) {
       case "acquire":
-        return this.#acquire(r, now);
+        return this.#acquire(lock, r, now);
       case "renew": {
-        const lease = this.#lease;
+        const lease = lock.lease;
         const ok = lease?.nonce === r.nonce;
-        if (ok) this.#extend(lease, r.ttl, now);
+        if (ok) this.#extend(lock, lease, r.ttl, now);
         return { ok } satisfies Replies["renew"];
       }
       case "release": {
-        if (this.#lease?.nonce === r.nonce) {
-          this.#lease = null;
-          this.#dirty = true;
+        if (lock.lease?.nonce === r.nonce) {
+          lock.lease = null;
+          this.#dirty.add(lock);
         } else {
           // The nonce of a waiter's last attempt: it gave up, so it leaves the line.
-          const w = this.#line.find((x) => x.nonce === r.nonce);
-          if (w) this.#leave(w);
+          const w = lock.line.find((x) => x.nonce === r.nonce);
+          if (w) this.#leave(lock, w);
         }
-        this.#serve(now);
+        this.#serve(lock, now);
         return { ok: true } satisfies Replies["release"];
       }
       case "raise": {
         // leasehold/quorum: the holder's token and the fence become at least `token`.
-        const lease = this.#lease;
+        const lease = lock.lease;
         const ok = lease?.nonce === r.nonce;
         if (ok) {
           lease.token = Math.max(lease.token, r.token);
-          this.#fence = Math.max(this.#fence, r.token);
-          this.#dirty = true;
+          lock.fence = Math.max(lock.fence, r.token);
+          this.#dirty.add(lock);
         }
         return { ok } satisfies Replies["raise"];
       }
       case "inspect": {
-        const lease = this.#lease;
+        const lease = lock.lease;
         const holder = lease && { owner: lease.owner, token: lease.token, ttlLeft: lease.until - now };
-        return { holder, waiters: this.#line.length } satisfies Replies["inspect"];
+        return { holder, waiters: lock.line.length } satisfies Replies["inspect"];
       }
     }
   }
 
   #acquire(
+    lock: Lock,
     r: Extract<LockRequest, { op: "acquire" }>,
     now: number,
   ): Replies["acquire"] | Promise<Replies["acquire"]> {
-    const lease = this.#lease;
+    const lease = lock.lease;
     if (lease?.nonce === r.nonce) {
       // A retried acquire: the same token, extended.
-      this.#extend(lease, r.ttl, now);
+      this.#extend(lock, lease, r.ttl, now);
       return { ok: true, token: lease.token };
     }
-    let w = r.waiter === undefined ? undefined : this.#line.find((x) => x.id === r.waiter);
-    const head = this.#line[0];
+    let w = r.waiter === undefined ? undefined : lock.line.find((x) => x.id === r.waiter);
+    const head = lock.line[0];
     if (!lease && (!head || head === w)) {
-      if (w) this.#leave(w);
-      return { ok: true, token: this.#grant(r, now) };
+      if (w) this.#leave(lock, w);
+      return { ok: true, token: this.#grant(lock, r, now) };
     }
     const hold = Math.min(r.hold ?? 0, MAX_HOLD_MS);
     if (r.waiter === undefined || hold <= 0) {
@@ -196,27 +240,50 @@ export class LeaseholdLock {
     }
     if (!w) {
       w = { id: r.waiter, nonce: r.nonce, owner: r.owner, ttl: r.ttl, keepUntil: 0 };
-      this.#line.push(w);
+      lock.line.push(w);
     } else {
       // A new attempt of the same waiter supersedes its older one, if that is still held.
-      this.#answer(w, { ok: false, retryAfter: 0 });
+      this.#answer(lock, w, { ok: false, retryAfter: 0 });
       Object.assign(w, { nonce: r.nonce, owner: r.owner, ttl: r.ttl });
     }
     const waiter = w;
     return new Promise((resolve) => {
       const timer = setTimeout(() => {
-        if (waiter.held?.timer === timer) this.#answer(waiter, { ok: false, retryAfter: 0 });
+        if (waiter.held?.timer === timer) this.#answer(lock, waiter, { ok: false, retryAfter: 0 });
       }, hold);
       waiter.held = { resolve, timer };
-      this.#schedule();
+      this.#schedule(lock);
     });
+  }
+
+  /**
+   * A semaphore's acquire: a plain acquire (no waiter) of each lock in order, the first grant kept;
+   * all taken: the earliest moment one of them can be free.
+   */
+  #acquireAny(
+    r: Extract<LockRequest, { op: "acquireAny" }>,
+    locks: Lock[],
+    now: number,
+  ): Replies["acquireAny"] {
+    let retryAfter = Number.POSITIVE_INFINITY;
+    for (const [index, lock] of locks.entries()) {
+      const lease = lock.lease;
+      if (lease?.nonce === r.nonce) {
+        this.#extend(lock, lease, r.ttl, now);
+        return { ok: true, token: lease.token, index };
+      }
+      const head = lock.line[0];
+      if (!lease && !head) return { ok: true, token: this.#grant(lock, r, now), index };
+      retryAfter = Math.min(retryAfter, (lease ? lease.until : head!.keepUntil) - now);
+    }
+    return { ok: false, retryAfter: Math.max(0, retryAfter) };
   }
 
   /**
    * Ends `w`'s held request with `reply`; `w` keeps its place for KEEP_PLACE_MS (a granted waiter
    * has already left the line). `later` defers the reply until the next commit has saved.
    */
-  #answer(w: Waiter, reply: Replies["acquire"], later = false): void {
+  #answer(lock: Lock, w: Waiter, reply: Replies["acquire"], later = false): void {
     const held = w.held;
     if (!held) return;
     clearTimeout(held.timer);
@@ -224,87 +291,93 @@ export class LeaseholdLock {
     w.keepUntil = Date.now() + KEEP_PLACE_MS;
     if (later) this.#after.push(() => held.resolve(reply));
     else held.resolve(reply);
-    this.#schedule();
+    this.#schedule(lock);
   }
 
   /** A new lease for `r`, with the next token; saved (with an alarm at its expiry) by the next commit. */
-  #grant(r: { nonce: string; owner: string; ttl: number }, now: number): number {
-    const token = ++this.#fence;
-    this.#lease = { nonce: r.nonce, owner: r.owner, token, ttl: r.ttl, until: now + r.ttl };
-    this.#dirty = true;
-    this.#arm = true;
+  #grant(lock: Lock, r: { nonce: string; owner: string; ttl: number }, now: number): number {
+    const token = ++lock.fence;
+    lock.lease = { nonce: r.nonce, owner: r.owner, token, ttl: r.ttl, until: now + r.ttl };
+    this.#dirty.add(lock);
     return token;
   }
 
-  #extend(lease: Held, ttl: number, now: number): void {
+  #extend(lock: Lock, lease: Held, ttl: number, now: number): void {
     lease.until = now + ttl;
     // The stored ttl is what a restart counts from: keep it true when it changes.
     if (lease.ttl !== ttl) {
       lease.ttl = ttl;
-      this.#dirty = true;
+      this.#dirty.add(lock);
     }
   }
 
   /** Takes `w` out of the line, answering its held request (if any) with "not yet". */
-  #leave(w: Waiter): void {
-    this.#line.splice(this.#line.indexOf(w), 1);
-    this.#answer(w, { ok: false, retryAfter: 0 });
+  #leave(lock: Lock, w: Waiter): void {
+    lock.line.splice(lock.line.indexOf(w), 1);
+    this.#answer(lock, w, { ok: false, retryAfter: 0 });
   }
 
   /**
-   * Brings the state to `now`: frees an expired lease, drops waiters that lost their place, and
+   * Brings `lock` to `now`: frees an expired lease, drops waiters that lost their place, and
    * hands a free lock to the oldest waiter whose request is held (its answer waits for the save).
    */
-  #serve(now: number): void {
-    if (this.#lease && this.#lease.until <= now) {
-      this.#lease = null;
-      this.#dirty = true;
+  #serve(lock: Lock, now: number): void {
+    if (lock.lease && lock.lease.until <= now) {
+      lock.lease = null;
+      this.#dirty.add(lock);
     }
     for (;;) {
-      this.#line = this.#line.filter((w) => w.held || w.keepUntil > now);
-      const head = this.#line[0];
-      if (this.#lease || !head?.held) break;
-      const token = this.#grant(head, now);
-      this.#line.shift();
-      this.#answer(head, { ok: true, token }, true);
+      lock.line = lock.line.filter((w) => w.held || w.keepUntil > now);
+      const head = lock.line[0];
+      if (lock.lease || !head?.held) break;
+      const token = this.#grant(lock, head, now);
+      lock.line.shift();
+      this.#answer(lock, head, { ok: true, token }, true);
     }
-    this.#schedule();
+    this.#schedule(lock);
   }
 
-  /** One timer at the next moment the line can move: the lease's expiry, or a waiter losing its place. */
-  #schedule(): void {
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    let next = this.#line.length > 0 && this.#lease ? this.#lease.until : Number.POSITIVE_INFINITY;
-    for (const w of this.#line) if (!w.held) next = Math.min(next, w.keepUntil);
+  /** One timer per lock at the next moment its line can move: the lease's expiry, or a waiter losing its place. */
+  #schedule(lock: Lock): void {
+    clearTimeout(lock.timer);
+    lock.timer = undefined;
+    let next = lock.line.length > 0 && lock.lease ? lock.lease.until : Number.POSITIVE_INFINITY;
+    for (const w of lock.line) if (!w.held) next = Math.min(next, w.keepUntil);
     if (next === Number.POSITIVE_INFINITY) return;
-    this.#timer = setTimeout(
+    lock.timer = setTimeout(
       () => {
-        this.#timer = undefined;
-        this.#serve(Date.now());
+        lock.timer = undefined;
+        this.#serve(lock, Date.now());
         void this.#commit().catch(() => {});
       },
       Math.max(0, next - Date.now()),
     );
   }
 
-  /** Saves the state when it changed, then sends the answers that depend on it. */
+  /**
+   * Saves the locks that changed, sets the alarm at the earliest lease's expiry when none is
+   * pending at or before it, then sends the answers that depend on them.
+   */
   async #commit(): Promise<void> {
     const after = this.#after.splice(0);
-    if (this.#dirty) {
-      this.#dirty = false;
-      const lease = this.#lease;
-      const saved: Saved = {
-        fence: this.#fence,
-        lease: lease && { nonce: lease.nonce, owner: lease.owner, token: lease.token, ttl: lease.ttl },
-      };
-      const writes = [this.#storage.put("lock", saved)];
-      // One pending alarm at or before the lease's expiry is enough: it re-arms when it fires.
-      if (this.#arm && lease && !(this.#alarmAt !== undefined && this.#alarmAt <= lease.until)) {
-        this.#alarmAt = lease.until;
-        writes.push(this.#storage.setAlarm(lease.until));
+    if (this.#dirty.size > 0 || this.#alarmAt === undefined) {
+      const writes: Promise<void>[] = [];
+      for (const lock of this.#dirty) {
+        const lease = lock.lease;
+        const saved: Saved = {
+          fence: lock.fence,
+          lease: lease && { nonce: lease.nonce, owner: lease.owner, token: lease.token, ttl: lease.ttl },
+        };
+        writes.push(this.#storage.put(lock.at, saved));
       }
-      this.#arm = false;
+      this.#dirty.clear();
+      // One pending alarm at or before the earliest expiry is enough: it re-arms when it fires.
+      let next = Number.POSITIVE_INFINITY;
+      for (const lock of this.#locks.values()) if (lock.lease) next = Math.min(next, lock.lease.until);
+      if (next !== Number.POSITIVE_INFINITY && !(this.#alarmAt !== undefined && this.#alarmAt <= next)) {
+        this.#alarmAt = next;
+        writes.push(this.#storage.setAlarm(next));
+      }
       await Promise.all(writes);
     }
     for (const send of after) send();

@@ -1,5 +1,7 @@
 // The wire format between the backend, the Worker route and the Durable Object: one JSON
-// request per operation, checked the same way on both sides of the route.
+// request per operation, checked the same way on both sides of the route, and which object
+// serves it (objectName).
+import { MAX_LIMIT, slotKey, slotOf } from "../../slots.ts";
 
 /** The backend's name in errors, and the prefix of option errors. */
 export const NAME = "cloudflare";
@@ -24,11 +26,14 @@ export type LockRequest =
   | { op: "renew"; key: string; nonce: string; ttl: number }
   | { op: "release"; key: string; nonce: string }
   | { op: "inspect"; key: string }
-  | { op: "raise"; key: string; nonce: string; token: number };
+  | { op: "raise"; key: string; nonce: string; token: number }
+  | { op: "acquireAny"; name: string; slots: number[]; owner: string; nonce: string; ttl: number };
 
 /** What the object answers to each operation (HTTP 200, JSON). */
 export interface Replies {
   acquire: { ok: true; token: number } | { ok: false; retryAfter: number };
+  /** `index`: the position in `slots` of the slot taken. */
+  acquireAny: { ok: true; token: number; index: number } | { ok: false; retryAfter: number };
   renew: { ok: boolean };
   release: { ok: true };
   raise: { ok: boolean };
@@ -50,6 +55,20 @@ export function parseRequest(body: string): LockRequest | string {
     return "the body is not JSON";
   }
   if (typeof r !== "object" || r === null) return "the body is not a JSON object";
+  if (r.op === "acquireAny") {
+    const { slots } = r;
+    if (
+      !str(r.name, 1_000) ||
+      !Array.isArray(slots) ||
+      slots.length === 0 ||
+      slots.length > MAX_LIMIT ||
+      !slots.every(ms)
+    )
+      return `acquireAny needs name and slots: 1-${MAX_LIMIT} integers >= 0`;
+    if (!str(r.nonce, 256) || !ms(r.ttl) || r.ttl === 0 || !str(r.owner, 1_024))
+      return "acquireAny needs nonce, owner and ttl > 0";
+    return r as LockRequest;
+  }
   if (!str(r.key, 1_024)) return "key must be a string of 1-1024 characters";
   const nonce = str(r.nonce, 256);
   const ttl = ms(r.ttl) && (r.ttl as number) > 0;
@@ -70,7 +89,7 @@ export function parseRequest(body: string): LockRequest | string {
         ? (r as LockRequest)
         : "raise needs nonce and token > 0";
     default:
-      return "op must be acquire, renew, release, inspect or raise";
+      return "op must be acquire, acquireAny, renew, release, inspect or raise";
   }
 }
 
@@ -88,4 +107,34 @@ export async function readRequest(request: Request): Promise<string | undefined>
   if (length > MAX_REQUEST_BYTES) return undefined;
   const text = await request.text();
   return text.length > MAX_REQUEST_BYTES ? undefined : text;
+}
+
+/**
+ * The name of the object that holds `key` (`namespace.idFromName(objectName(key))`): the key
+ * itself, except for a semaphore's slot key (`name:permit:<digits>`), held by the object of the
+ * semaphore's `name` with every other slot of it, so that one request can take any free one.
+ */
+export function objectName(key: string): string {
+  return slotOf(key)?.name ?? key;
+}
+
+/** The object that serves request `r`. */
+export function objectOf(r: LockRequest): string {
+  return r.op === "acquireAny" ? r.name : objectName(r.key);
+}
+
+/**
+ * The request that tries `keys` in order in one object: when every key is a slot key of one
+ * semaphore, as {@link slotKey} writes it. `undefined` otherwise.
+ */
+export function slotsOf(keys: readonly string[]): { name: string; slots: number[] } | undefined {
+  const first = keys.length > 0 ? slotOf(keys[0]!) : null;
+  if (!first || keys.length > MAX_LIMIT) return undefined;
+  const slots: number[] = [];
+  for (const key of keys) {
+    const s = slotOf(key);
+    if (!s || s.name !== first.name || slotKey(s.name, s.slot) !== key) return undefined;
+    slots.push(s.slot);
+  }
+  return { name: first.name, slots };
 }

@@ -6,9 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect as nodeInspect } from "node:util";
 import { describe, expect, inject, it } from "vitest";
+import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { KEEP_PLACE_MS } from "../../../src/backends/cloudflare/protocol.ts";
-import { BackendError, createMutex, isLockError } from "../../../src/index.ts";
+import { BackendError, createMutex, createSemaphore, isLockError, slotKey } from "../../../src/index.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import { startLockWorker } from "../../harness/servers/workerd-locks.ts";
@@ -19,6 +20,16 @@ const unique = () => `t-${crypto.randomUUID()}`;
 const nonce = () => crypto.randomUUID();
 const dump = (e: unknown) => `${String(e)}\n${(e as Error)?.stack}\n${nodeInspect(e, { depth: 10 })}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** A backend through the route that records the op of every request it sends. */
+const counting = (ops: string[]) =>
+  durableObject({
+    url: ctx.url,
+    token: ctx.token,
+    fetch: ((url, init) => {
+      ops.push((JSON.parse(init.body!) as { op: string }).op);
+      return fetch(url, init);
+    }) satisfies FetchLike,
+  });
 
 describe("options", () => {
   const secret = "s3cret-TOKEN-value-0123456789";
@@ -91,7 +102,7 @@ describe("the route", () => {
     expect(error).toBeInstanceOf(BackendError);
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
-    expect(error.message).toMatch(/op must be acquire, renew, release, inspect or raise/);
+    expect(error.message).toMatch(/op must be acquire, acquireAny, renew, release, inspect or raise/);
   });
 });
 
@@ -185,10 +196,119 @@ describe("the object", () => {
       await b.release({ key, nonce: first });
       const r2 = await b.acquire({ key, owner: "after", nonce: nonce(), ttl: 1_000 });
       expect(r2.ok && r2.token).toBeGreaterThan((r1 as { token: number }).token);
+      // A semaphore's slots (saved beside the object's own key, in the object of its name).
+      const slots = [0, 1].map((slot) => slotKey(key, slot));
+      const held = nonce();
+      const s1 = await b.acquireAny!({ keys: slots, owner: "slot", nonce: held, ttl: 60_000 });
+      expect(s1).toMatchObject({ ok: true, index: 0 });
+      await worker.stop();
+      worker = await startLockWorker({ token, persist: dir });
+      const c = durableObject({ url: worker.url, token });
+      expect(await c.inspect(slots[0]!)).toMatchObject({
+        owner: "slot",
+        token: (s1 as { token: number }).token,
+      });
+      expect(await c.inspect(key)).toMatchObject({ owner: "after" });
+      expect(await c.acquireAny!({ keys: slots, owner: "next", nonce: nonce(), ttl: 1_000 })).toMatchObject({
+        ok: true,
+        index: 1,
+      });
+      await c.release({ key: slots[0]!, nonce: held });
+      const s2 = await c.acquireAny!({ keys: slots, owner: "next", nonce: nonce(), ttl: 1_000 });
+      expect(s2).toMatchObject({ ok: true, index: 0 });
+      expect(s2.ok && s2.token).toBeGreaterThan((s1 as { token: number }).token);
     } finally {
       await worker.stop();
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a semaphore: all its slots in the object of its name, acquireAny in one request", () => {
+  it.each([1, 5, 50])(
+    "limit %i: one request per acquire through the route, taken or full, the last free slot found",
+    async (limit) => {
+      const name = unique();
+      const options = { name, limit, ttl: 10_000 };
+      const filler = createSemaphore(backend, options);
+      const held = [];
+      for (let i = 0; i < limit - 1; i++) held.push(await filler.tryAcquire());
+      expect(held.map((p) => p?.slot)).toEqual([...Array(limit - 1).keys()]);
+      const ops: string[] = [];
+      const sem = createSemaphore(counting(ops), options);
+      const permit = await sem.tryAcquire();
+      expect(permit?.slot).toBe(limit - 1);
+      expect(ops).toEqual(["acquireAny"]);
+      ops.length = 0;
+      expect(await sem.tryAcquire()).toBeNull();
+      expect(ops).toEqual(["acquireAny"]);
+      await Promise.all([permit, ...held].map((p) => p?.release()));
+    },
+  );
+
+  it.each([1, 5, 50])(
+    "limit %i: one request per acquire through the binding, and every operation goes to the object of the semaphore's name",
+    async (limit) => {
+      const res = await fetch(`${ctx.origin}/semaphore?limit=${limit}`);
+      const r = await res.json();
+      expect(res.status, JSON.stringify(r)).toBe(200);
+      const one = [r.name];
+      expect(r.acquire).toEqual({ requests: 1, objects: one, slot: limit - 1 });
+      expect(r.full).toEqual({ requests: 1, objects: one, value: null });
+      expect(r.renew).toMatchObject({ requests: 1, objects: one });
+      expect(r.holders).toEqual({ requests: limit, objects: one, value: limit });
+      expect(r.release).toMatchObject({ requests: 1, objects: one });
+    },
+  );
+
+  it("limit 1 000 (the largest) with the longest owner: the one request fits the request cap", async () => {
+    const name = `${unique()}-${"n".repeat(200)}`; // with its slot keys, within 255 characters
+    const ops: string[] = [];
+    const sem = createSemaphore(counting(ops), { name, limit: 1_000, owner: "o".repeat(256), ttl: 5_000 });
+    const permit = await sem.tryAcquire();
+    expect(permit?.slot).toBe(0);
+    expect(ops).toEqual(["acquireAny"]);
+    await permit!.release();
+  });
+
+  it("keys that are not the slots of one semaphore: one acquire per key in order, the first grant kept", async () => {
+    const [a, b] = [unique(), unique()];
+    const ops: string[] = [];
+    const any = counting(ops);
+    const first = await backend.acquire({ key: a, owner: "a", nonce: nonce(), ttl: 5_000 });
+    expect(first.ok).toBe(true);
+    const n = nonce();
+    const r = await any.acquireAny!({ keys: [a, b], owner: "any", nonce: n, ttl: 5_000 });
+    expect(r).toMatchObject({ ok: true, index: 1 });
+    expect(ops).toEqual(["acquire", "acquire"]);
+    const full = await any.acquireAny!({ keys: [a, b], owner: "any", nonce: nonce(), ttl: 5_000 });
+    expect(full.ok).toBe(false);
+    expect(!full.ok && full.retryAfter).toBeGreaterThan(4_000);
+    expect(await backend.inspect(b)).toMatchObject({ owner: "any" });
+    await backend.release({ key: b, nonce: n });
+  });
+
+  it("a slot freed while its oldest waiter is between two attempts is reserved for it: acquireAny skips it, like acquire", async () => {
+    const name = unique();
+    const keys = [0, 1].map((slot) => slotKey(name, slot));
+    const holder = nonce();
+    expect((await backend.acquire({ key: keys[0]!, owner: "h", nonce: holder, ttl: 10_000 })).ok).toBe(true);
+    // A mutex named like slot 0 waits once (held 50 ms, answered "not yet"), then the slot is freed.
+    const ghost = { key: keys[0]!, owner: "ghost", nonce: nonce(), ttl: 5_000, waiter: "ghost", hold: 50 };
+    expect(await backend.acquireQueued!(ghost)).toEqual({ ok: false, retryAfter: 0 });
+    await backend.release({ key: keys[0]!, nonce: holder });
+    expect((await backend.acquire({ key: keys[0]!, owner: "x", nonce: nonce(), ttl: 5_000 })).ok).toBe(false);
+    const n = nonce();
+    const r = await backend.acquireAny!({ keys, owner: "any", nonce: n, ttl: 5_000 });
+    expect(r).toMatchObject({ ok: true, index: 1 });
+    // The ghost comes back in time and gets slot 0.
+    const back = await backend.acquireQueued!({ ...ghost, nonce: nonce() });
+    expect(back.ok).toBe(true);
+    // Both taken: retryAfter is the earliest expiry.
+    const full = await backend.acquireAny!({ keys, owner: "any", nonce: nonce(), ttl: 5_000 });
+    expect(full.ok === false && full.retryAfter).toBeGreaterThan(4_000);
+    expect(full.ok === false && full.retryAfter).toBeLessThanOrEqual(5_000);
+    await backend.release({ key: keys[1]!, nonce: n });
   });
 });
 

@@ -5,6 +5,7 @@
 // A ttl of 2 s through the route (1 s in workerd; Upstash: 500 ms): every object write is a durable one, and the shared workerd
 // serves the whole suite at once, so an attempt gets the larger ttl − guard bound.
 import { describe, expect, inject, it } from "vitest";
+import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject } from "../../../src/backends/cloudflare/index.ts";
 import { testBackend } from "../../../src/testing.ts";
 import { bindingChecks } from "../../harness/cloudflare/worker.ts";
@@ -12,13 +13,27 @@ import { bindingChecks } from "../../harness/cloudflare/worker.ts";
 const { url, token, origin } = inject("cloudflare");
 
 describe("through the route, from Node", () => {
-  it("offers the waiting capability (so the waiting checks below run)", () => {
+  it("offers the waiting and acquireAny capabilities (so the checks of both below run)", () => {
     expect(typeof durableObject({ url, token }).acquireQueued).toBe("function");
+    expect(typeof durableObject({ url, token }).acquireAny).toBe("function");
   });
+  // Counts the acquireAny requests the checks send, to see that theirs ran.
+  let anyRequests = 0;
+  const fetchCounting: FetchLike = (u, init) => {
+    if (init.body?.includes('"op":"acquireAny"')) anyRequests++;
+    return fetch(u, init);
+  };
   testBackend(
     { describe, it },
-    { backend: () => durableObject({ url, token }), ttl: 2_000, prefix: "conformance-url" },
+    {
+      backend: () => durableObject({ url, token, fetch: fetchCounting }),
+      ttl: 2_000,
+      prefix: "conformance-url",
+    },
   );
+  it("the semaphore and acquireAny checks above took permits with acquireAny", () => {
+    expect(anyRequests).toBeGreaterThanOrEqual(30);
+  });
 });
 
 describe("through the binding, inside workerd", () => {

@@ -3,11 +3,14 @@
 // - /leasehold: lockHandler, the route of durableObject({ url, token }) (LEASEHOLD_TOKEN);
 // - /conformance/<i>?cycles=&contenders=: the i-th conformance check through the binding,
 //   durableObject(env.LOCKS), run inside workerd (200 "ok", or 500 with the failure);
-// - /bench/<op>?n=: n acquire/renew/release cycles through the binding, timed inside workerd.
+// - /bench/<op>?n=: n acquire/renew/release cycles through the binding, timed inside workerd;
+// - /semaphore?limit=: a semaphore's permit taken, renewed, listed and released through the
+//   binding, counting the requests (stub fetches) and recording the objects they went to.
 // Built from the sources by esbuild (target es2022 lowers `await using`).
 
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
+import { createSemaphore } from "../../../src/semaphore.ts";
 import { conformanceChecks } from "../../../src/testing.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
@@ -15,6 +18,52 @@ export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
 interface Env {
   LOCKS: DurableObjectNamespaceLike;
   LEASEHOLD_TOKEN: string;
+}
+
+/**
+ * With every slot but the last held, one permit taken through a namespace that counts its stub
+ * fetches, then renewed, listed and released: the requests and the object names of each step.
+ */
+async function semaphoreRequests(env: Env, limit: number) {
+  const name = `sem-binding-${crypto.randomUUID()}`;
+  let requests = 0;
+  const objects = new Set<string>();
+  const counted: DurableObjectNamespaceLike = {
+    idFromName(n) {
+      objects.add(n);
+      return env.LOCKS.idFromName(n);
+    },
+    get(id) {
+      const stub = env.LOCKS.get(id);
+      return {
+        fetch(url, init) {
+          requests++;
+          return stub.fetch(url, init);
+        },
+      };
+    },
+  };
+  const options = { name, limit, ttl: 10_000 };
+  const filler = createSemaphore(durableObject(env.LOCKS), options);
+  const held = [];
+  for (let i = 0; i < limit - 1; i++) held.push(await filler.tryAcquire());
+  const sem = createSemaphore(durableObject(counted), options);
+  const step = async (f: () => Promise<unknown>) => {
+    requests = 0;
+    objects.clear();
+    const value = await f();
+    return { requests, objects: [...objects], value };
+  };
+  const permit = await sem.tryAcquire();
+  const steps = {
+    acquire: { requests, objects: [...objects], slot: permit?.slot },
+    full: await step(() => sem.tryAcquire()),
+    renew: await step(() => permit!.renew()),
+    holders: await step(async () => (await sem.holders()).length),
+    release: await step(() => permit!.release()),
+  };
+  await Promise.all(held.map((p) => p?.release()));
+  return { name, ...steps };
 }
 
 /** The checks as the test lists them: the same options give the same list. */
@@ -32,6 +81,8 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+    if (url.pathname === "/semaphore")
+      return Response.json(await semaphoreRequests(env, Number(url.searchParams.get("limit"))));
     const m = /^\/conformance\/(\d+)$/.exec(url.pathname);
     if (m) {
       const check = bindingChecks(env, url.searchParams)[Number(m[1])];
