@@ -136,7 +136,14 @@ async function trialsOf<T>(trials: number, parallel: number, fn: () => Promise<T
 
 export async function runFailover(
   upstashTarget: { url: string; token: string },
-  opts: { trials: number; configs: { ttl: number; retryDelay: number }[] },
+  opts: {
+    trials: number;
+    /** Crash trials run this many at once: they wait about a ttl, a few ms either way do not matter. */
+    parallel: number;
+    /** Handoff trials run this many at once: fewer, as each extra mutex in this process adds ms to them. */
+    handoffParallel: number;
+    configs: { ttl: number; retryDelay: number }[];
+  },
   cloudflareTarget: { url: string; token: string },
 ): Promise<FailoverSeries[]> {
   const shared = memory(); // one store per backend kind; every trial has its own name
@@ -151,7 +158,7 @@ export async function runFailover(
   for (const backend of ["memory", "upstash", "cloudflare"] as const) {
     const make = makers[backend];
     for (const { ttl, retryDelay } of opts.configs) {
-      const crash = await trialsOf(opts.trials, 5, () => crashTrial(make, ttl, retryDelay));
+      const crash = await trialsOf(opts.trials, opts.parallel, () => crashTrial(make, ttl, retryDelay));
       const takeovers = crash.map((c) => c[0]);
       out.push({
         backend,
@@ -163,7 +170,9 @@ export async function runFailover(
         afterExpiry: summarize(crash.map((c) => c[1])),
         within: within(takeovers, ttl + retryDelay),
       });
-      const release = await trialsOf(opts.trials, 5, () => gracefulTrial(make, ttl, retryDelay));
+      const release = await trialsOf(opts.trials, opts.handoffParallel, () =>
+        gracefulTrial(make, ttl, retryDelay),
+      );
       out.push({
         backend,
         kind: "graceful-release",
@@ -173,7 +182,7 @@ export async function runFailover(
         takeover: summarize(release),
         within: within(release, retryDelay),
       });
-      const lead = await trialsOf(opts.trials, 5, () => leadTrial(make, ttl, retryDelay));
+      const lead = await trialsOf(opts.trials, opts.handoffParallel, () => leadTrial(make, ttl, retryDelay));
       out.push({
         backend,
         kind: "graceful-lead",

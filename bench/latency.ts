@@ -10,8 +10,11 @@
 //              body; for Azure the same signed requests, same lease id) and replayed with the
 //              global fetch, body read as text: what any client must pay at least.
 //   leasehold  the public API: createMutex(...).tryAcquire(), lease.renew(), lease.release().
-//   backend    the backend's methods alone (no deadline, timers or signals): splits the overhead
-//              between the core and the adapter.
+//   backend + timeout  the backend's methods, each request bounded as the core bounds it
+//              (requestSignal with the core's bounds, done() after): the floor of any client with
+//              a per-request timeout.
+//   backend    the backend's methods alone (no deadline, timers or signals): with the one above,
+//              splits the overhead between the adapter, the per-request timeout and the core.
 //   peer       @upstash/lock (acquire / extend / release) on @upstash/redis, or
 //              @azure/storage-blob's BlobLeaseClient (acquireLease / renewLease / releaseLease).
 import { writeFileSync } from "node:fs";
@@ -29,7 +32,7 @@ import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export type Op = "acquire" | "renew" | "release";
 export const OPS: readonly Op[] = ["acquire", "renew", "release"];
-export type Contender = "floor" | "leasehold" | "backend" | "peer";
+export type Contender = "floor" | "leasehold" | "backend + timeout" | "backend" | "peer";
 
 /** Where the servers are, as the parent started them. */
 export interface Targets {
@@ -274,7 +277,7 @@ export async function runLatency(t: Targets): Promise<LatencyResult> {
     Object.fromEntries(
       names.map((c) => [c, Object.fromEntries(OPS.map((op) => [op, summarize(s[c]![op])]))]),
     );
-  const main: Contender[] = ["floor", "leasehold", "backend", "peer"];
+  const main: Contender[] = ["floor", "leasehold", "backend + timeout", "backend", "peer"];
   const bun = (globalThis as { Bun?: { version: string } }).Bun;
   return {
     runtime: bun ? "bun" : "node",

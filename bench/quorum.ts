@@ -119,7 +119,7 @@ export async function runQuorum(iterations: number, warmup: number): Promise<Quo
     const rows: QuorumRow[] = [];
     for (const [k, c] of configs(plan).entries()) {
       const counts = { acquire: 0, renew: 0, release: 0 };
-      const n = 10;
+      const n = 5;
       for (let i = 0; i < n; i++) {
         const mutex = createMutex(c.backend, { name: `bench-quorum-count-${k}`, renew: false });
         let before = total();

@@ -2,7 +2,7 @@
 // RESULTS.md from results.json without measuring). Starts redis-server
 // behind the Upstash bridge and Azurite (test/harness/servers/*), runs every part, writes
 // bench/results.json and bench/RESULTS.md from this run's numbers, and stops the servers.
-//   1 latency       bench/latency.ts, in child processes: node (tsx), Node 24, Bun
+//   1 latency       bench/latency.ts, in child processes: node (tsx), Node 22 (bench/runtimes), Node 24, Bun
 //   2 round trips   bench/roundtrips.ts
 //   3 bundle size   bench/size.ts
 //   4 failover      bench/failover.ts
@@ -29,7 +29,7 @@ import { runDenoKv } from "./denokv.ts";
 import { runDynamoDB } from "./dynamodb.ts";
 import { runFailover } from "./failover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
-import { BUN, DENO, environment, NODE24, ROOT } from "./lib/env.ts";
+import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
@@ -38,12 +38,49 @@ import { runRoundTrips } from "./roundtrips.ts";
 import { runSemaphore } from "./semaphore.ts";
 import { runSize } from "./size.ts";
 
+// Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19). Section 1 holds the
+// close calls (5 % targets): 500 iterations, where two runs differ by the machine's drift, not by
+// sampling (1 000 did no better). Sections 7, 9 and 10 compare things that differ by ×1.5 or
+// more and cost the most per iteration: sideIterations. Takeover trials wait rather than
+// compute, so a crash series runs all its trials at once (failParallel); handoffs, whose bound has
+// no slack for the ms that many mutexes in one process add, 10 at a time (handoffParallel).
 const plan = QUICK
-  ? { iterations: 150, warmup: 30, rtCycles: 5, failTrials: 5, perContender: 50, coldRuns: 3 }
-  : { iterations: 1000, warmup: 100, rtCycles: 20, failTrials: 20, perContender: 200, coldRuns: 10 };
+  ? {
+      iterations: 150,
+      warmup: 30,
+      sideIterations: 150,
+      sideWarmup: 30,
+      rtCycles: 5,
+      failTrials: 5,
+      failParallel: 5,
+      handoffParallel: 5,
+      perContender: 50,
+      coldRuns: 3,
+    }
+  : {
+      iterations: 500,
+      warmup: 50,
+      sideIterations: 250,
+      sideWarmup: 25,
+      rtCycles: 20,
+      failTrials: 20,
+      failParallel: 20,
+      handoffParallel: 10,
+      perContender: 100,
+      coldRuns: 10,
+    };
 const started = performance.now();
 const log = (msg: string) =>
   console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(4)} s] ${msg}`);
+/** Seconds each section took, in the order they ran (RESULTS.md reports them). */
+const sectionSeconds: Record<string, number> = {};
+let current: { id: string; since: number } | undefined;
+/** Closes the section running (its time recorded) and, with `id`, logs and starts the next. */
+const section = (id?: string, msg = "") => {
+  if (current) sectionSeconds[current.id] = Math.round((performance.now() - current.since) / 100) / 10;
+  current = id === undefined ? undefined : { id, since: performance.now() };
+  if (id !== undefined) log(`${id}${msg}`);
+};
 
 /** Runs `script` (bench/latency.ts by default) in a child process on `cmd` and returns its result. */
 async function latencyChild<R = LatencyResult>(
@@ -113,13 +150,20 @@ try {
     warmup: plan.warmup,
   };
 
-  const runtimes: { id: string; latency: string[]; cold: string[]; sources?: boolean }[] = [
+  // `cold: null`: measured in section 1 only (Node 22 is the bench's own runtime, bench/runtimes).
+  const runtimes: { id: string; latency: string[]; cold: string[] | null }[] = [
     {
       id: `node ${process.version}`,
       latency: [process.execPath, "--import", "tsx"],
       cold: [process.execPath],
     },
   ];
+  if (env.runtimes.node22)
+    runtimes.push({
+      id: `node ${env.runtimes.node22}`,
+      latency: [NODE22, "--import", "tsx"],
+      cold: null,
+    });
   if (env.runtimes.node24)
     runtimes.push({
       id: `node ${env.runtimes.node24}`,
@@ -128,6 +172,7 @@ try {
     });
   if (env.runtimes.bun) runtimes.push({ id: `bun ${env.runtimes.bun}`, latency: [BUN], cold: [BUN] });
   const missing = [
+    !env.runtimes.node22 && "Node 22 (bench/runtimes: npm ci --prefix bench/runtimes failed)",
     !env.runtimes.node24 && `Node 24 (${NODE24}; test/harness/servers/runtimes.ts could not install it)`,
     !env.runtimes.bun && "Bun",
     !env.runtimes.deno && "Deno",
@@ -135,74 +180,84 @@ try {
 
   const latency: LatencyResult[] = [];
   for (const rt of runtimes) {
-    log(`1 latency on ${rt.id}: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+    section(
+      `1 latency on ${rt.id}`,
+      `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
+    );
     const r = await latencyChild(rt.id, rt.latency, targets);
     latency.push({ ...r, runtime: rt.id });
   }
 
-  log(`2 round trips: ${plan.rtCycles} cycles per contender`);
+  section("2 round trips", `: ${plan.rtCycles} cycles per contender`);
   const roundTrips = await runRoundTrips(servers, plan.rtCycles);
 
-  log("3 bundle sizes");
+  section("3 bundle sizes");
   const size = await runSize();
 
-  log(`4 failover: ${plan.failTrials} trials per series`);
+  section("4 failover", `: ${plan.failTrials} trials per series`);
   const failoverConfigs = [
     { ttl: 1_000, retryDelay: 200 },
     { ttl: 2_000, retryDelay: 500 },
   ];
   const failover = await runFailover(
     upstashTarget,
-    { trials: plan.failTrials, configs: failoverConfigs },
+    {
+      trials: plan.failTrials,
+      parallel: plan.failParallel,
+      handoffParallel: plan.handoffParallel,
+      configs: failoverConfigs,
+    },
     cloudflareTarget,
   );
 
-  log(`5 contention: 16 contenders x ${plan.perContender}`);
+  section("5 contention", `: 16 contenders x ${plan.perContender}`);
   const contention = await runContention(servers, {
     contenders: 16,
     perContender: plan.perContender,
     retryDelays: [1_000, 100],
   });
 
-  log(`6 cold start: ${plan.coldRuns} runs per runtime and backend`);
-  const cold: Runtime[] = runtimes.map((rt) => ({ id: rt.id, cmd: rt.cold }));
+  section("6 cold start", `: ${plan.coldRuns} runs per runtime and backend`);
+  const cold: Runtime[] = runtimes.flatMap((rt) => (rt.cold ? [{ id: rt.id, cmd: rt.cold }] : []));
   if (env.runtimes.deno && existsSync(DENO))
     cold.push({ id: `deno ${env.runtimes.deno}`, cmd: [DENO, "run", "-A"], sources: true });
   const coldStart = await runColdStart(cold, upstashTarget, plan.coldRuns);
 
-  log(`7 quorum: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
-  const quorum = await runQuorum(plan.iterations, plan.warmup);
+  section("7 quorum", `: ${plan.sideIterations} interleaved iterations after ${plan.sideWarmup} warm-up`);
+  const quorum = await runQuorum(plan.sideIterations, plan.sideWarmup);
 
-  log(`8 deno kv: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
+  section("8 deno kv", `: ${plan.iterations} interleaved iterations, ${plan.failTrials} crash takeovers`);
   const denoKv = await runDenoKv(plan.iterations, plan.warmup, plan.failTrials);
 
-  log(`9 cloudflare: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  section("9 cloudflare", `: ${plan.sideIterations} interleaved iterations after ${plan.sideWarmup} warm-up`);
   const cloudflare = await latencyChild<CloudflareResult>(
     "node",
     [process.execPath, "--import", "tsx"],
     {
       cloudflare: cloudflareTarget,
       upstash: upstashTarget,
-      iterations: plan.iterations,
-      warmup: plan.warmup,
+      iterations: plan.sideIterations,
+      warmup: plan.sideWarmup,
     },
     "bench/cloudflare.ts",
   );
 
-  log(
-    `10 dynamodb: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up, ${plan.failTrials} takeovers`,
+  section(
+    "10 dynamodb",
+    `: ${plan.sideIterations} interleaved iterations after ${plan.sideWarmup} warm-up, ${plan.failTrials} takeovers`,
   );
-  const dynamodb = await runDynamoDB(plan.iterations, plan.warmup, plan.failTrials);
+  const dynamodb = await runDynamoDB(plan.sideIterations, plan.sideWarmup, plan.failTrials);
 
-  log(`11 own clients: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  section("11 own clients", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
   const clients = await runClients(
     { redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
     plan.iterations,
     plan.warmup,
   );
 
-  log(
-    `12 semaphore: limits 1, 5, 50; ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
+  section(
+    "12 semaphore",
+    `: limits 1, 5, 50; ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`,
   );
   const semaphore = await runSemaphore(
     { upstash: upstashTarget, redisPort: servers.redis.port, cloudflare: cloudflareTarget },
@@ -210,6 +265,12 @@ try {
     plan.warmup,
   );
 
+  section();
+  log(
+    `seconds per section: ${Object.entries(sectionSeconds)
+      .map(([id, x]) => `${id} ${x}`)
+      .join(", ")}`,
+  );
   const results: Results = {
     environment: env,
     quick: QUICK,
@@ -228,6 +289,7 @@ try {
     clients,
     semaphore,
     seconds: Math.round((performance.now() - started) / 1000),
+    sectionSeconds,
   };
   results.targets = evaluateTargets(results);
   writeFileSync(`${ROOT}/bench/results.json`, `${JSON.stringify(results, null, 2)}\n`);

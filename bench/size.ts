@@ -58,6 +58,22 @@ const ENTRIES: Record<string, Entry> = {
     label: "leasehold core + postgres (the driver not counted)",
     code: ours('import { postgres } from "../src/backends/postgres/index.ts";', "postgres(opts)"),
   },
+  "deno-kv": {
+    label: "leasehold core + deno-kv (the Deno.Kv not counted)",
+    code: ours('import { denoKv } from "../src/backends/deno-kv.ts";', "denoKv(opts.kv)"),
+  },
+  dynamodb: {
+    label: "leasehold core + dynamodb",
+    code: ours('import { dynamodb } from "../src/backends/dynamodb/index.ts";', "dynamodb(opts)"),
+  },
+  quorum: {
+    // A quorum needs at least three members; the members share their code, so N adds a few bytes.
+    label: "leasehold core + quorum of 3 upstash members",
+    code: ours(
+      'import { quorum } from "../src/backends/quorum.ts";\nimport { upstash } from "../src/backends/upstash/index.ts";',
+      "quorum(opts.members.map((m) => upstash(m)))",
+    ),
+  },
   redlock: {
     label: "redlock 5 (ioredis not counted; built for node)",
     code: `

