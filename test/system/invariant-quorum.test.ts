@@ -2,7 +2,7 @@
 // Upstash-REST bridge each), with every fault injected into one member: the 8 processes reach
 // member 0 through the fault proxy and members 1 and 2 directly (test/harness/invariant.ts has the
 // machinery and the checks). LEASEHOLD_SOAK_MS (default 30 000 ms here) and LEASEHOLD_SEED as in
-// invariant.test.ts.
+// invariant.test.ts. Then a semaphore of limit 3 on the same quorum (15 s).
 import { afterAll, beforeAll, expect, inject } from "vitest";
 import { httpFaults, invariantTest } from "../harness/invariant.ts";
 import { type FaultProxy, startFaultProxy } from "../harness/servers/fault-proxy.ts";
@@ -39,6 +39,26 @@ invariantTest(
   }),
   (summary) => {
     expect(summary.requestsThroughProxy).toBeGreaterThan(0);
+    expect(summary.faults.passed).toBeLessThan(summary.requestsThroughProxy!); // faults were injected
+  },
+);
+
+invariantTest(
+  "taking permits of a semaphore of limit 3 over a quorum of 3, faults in one member (the generic path)",
+  15_000,
+  () => ({
+    limit: 3,
+    faults: httpFaults(proxy),
+    env: (url) => ({
+      LH_URLS: [url, dbs[1]!.url, dbs[2]!.url].join(","),
+      LH_TOKENS: dbs.map((d) => d.token).join(","),
+      LH_RESOURCE_URL: resourceBridge.url,
+      LH_RESOURCE_TOKEN: resourceBridge.token,
+    }),
+    meaningful: { msPerAcquisition: 1_500, holders: 3 },
+  }),
+  (summary) => {
+    expect(summary.mostAtOnce).toBe(3); // the limit was reached, never passed
     expect(summary.faults.passed).toBeLessThan(summary.requestsThroughProxy!); // faults were injected
   },
 );
