@@ -25,17 +25,20 @@ afterAll(async () => {
   await Promise.all(dbs.map((d) => d.stop()));
 });
 
+/** What every worker process is told: member 0 through the proxy, members 1 and 2 directly. */
+const env = (url: string) => ({
+  LH_URLS: [url, dbs[1]!.url, dbs[2]!.url].join(","),
+  LH_TOKENS: dbs.map((d) => d.token).join(","),
+  LH_RESOURCE_URL: resourceBridge.url,
+  LH_RESOURCE_TOKEN: resourceBridge.token,
+});
+
 invariantTest(
   "over a quorum of 3, faults in one member",
   30_000,
   () => ({
     faults: httpFaults(proxy),
-    env: (url) => ({
-      LH_URLS: [url, dbs[1]!.url, dbs[2]!.url].join(","),
-      LH_TOKENS: dbs.map((d) => d.token).join(","),
-      LH_RESOURCE_URL: resourceBridge.url,
-      LH_RESOURCE_TOKEN: resourceBridge.token,
-    }),
+    env,
   }),
   (summary) => {
     expect(summary.requestsThroughProxy).toBeGreaterThan(0);
@@ -49,12 +52,7 @@ invariantTest(
   () => ({
     limit: 3,
     faults: httpFaults(proxy),
-    env: (url) => ({
-      LH_URLS: [url, dbs[1]!.url, dbs[2]!.url].join(","),
-      LH_TOKENS: dbs.map((d) => d.token).join(","),
-      LH_RESOURCE_URL: resourceBridge.url,
-      LH_RESOURCE_TOKEN: resourceBridge.token,
-    }),
+    env,
     meaningful: { msPerAcquisition: 1_500, holders: 3 },
   }),
   (summary) => {

@@ -69,18 +69,20 @@ describe.each(backends)("%s", (backend, urlVia, target) => {
     }
   });
   afterAll(() => proxy?.stop());
+  // What every worker process is told: the backend, its URL (through the proxy), the resource.
+  const env = (url: string) => ({
+    LH_BACKEND: backend,
+    LH_URL: url,
+    LH_RESOURCE_URL: resourceBridge.url,
+    LH_RESOURCE_TOKEN: resourceBridge.token,
+  });
 
   invariantTest(
     "under random TCP faults",
     15_000,
     () => ({
       faults: tcpFaults(proxy, urlVia),
-      env: (url) => ({
-        LH_BACKEND: backend,
-        LH_URL: url,
-        LH_RESOURCE_URL: resourceBridge.url,
-        LH_RESOURCE_TOKEN: resourceBridge.token,
-      }),
+      env,
       meaningful: { msPerAcquisition: 3_000, holders: 2 },
     }),
     (summary) => {
@@ -97,12 +99,7 @@ describe.each(backends)("%s", (backend, urlVia, target) => {
     () => ({
       limit: 3,
       faults: tcpFaults(proxy, urlVia),
-      env: (url) => ({
-        LH_BACKEND: backend,
-        LH_URL: url,
-        LH_RESOURCE_URL: resourceBridge.url,
-        LH_RESOURCE_TOKEN: resourceBridge.token,
-      }),
+      env,
       meaningful: { msPerAcquisition: 1_000, holders: 4 },
     }),
     (summary) => {
