@@ -355,7 +355,7 @@ async function costs(t: Targets): Promise<Record<string, Summary>> {
 }
 
 // Child mode: `BENCH_TARGETS='{...}' BENCH_OUT=file <runtime> bench/latency.ts`.
-if (process.env.BENCH_TARGETS && process.env.BENCH_OUT) {
+if (process.env.BENCH_TARGETS && process.env.BENCH_OUT && process.argv[1]?.endsWith("latency.ts")) {
   const result = await runLatency(JSON.parse(process.env.BENCH_TARGETS) as Targets);
   writeFileSync(process.env.BENCH_OUT, JSON.stringify(result));
   process.exit(0);

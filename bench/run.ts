@@ -17,10 +17,13 @@
 //                   postgres() vs a pg advisory lock on one pg Pool
 //  12 semaphore     bench/semaphore.ts: createSemaphore (upstash, redis, cloudflare) vs redis-semaphore's
 //                   Semaphore, limits 1, 5, 50 (alone: `npx tsx bench/semaphore.ts`)
+//  13 changes       bench/changes.ts, in child processes (node, Bun): the src/ of the commits that
+//                   changed the core's hot path, side by side on Upstash, with the current src/ twice
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { type ChangesResult, prepareChanges } from "./changes.ts";
 import { runClients } from "./clients.ts";
 import type { CloudflareResult, CloudflareTargets } from "./cloudflare.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
@@ -56,6 +59,7 @@ const plan = QUICK
       handoffParallel: 5,
       perContender: 50,
       coldRuns: 3,
+      changeIterations: 100,
     }
   : {
       iterations: 500,
@@ -68,6 +72,7 @@ const plan = QUICK
       handoffParallel: 10,
       perContender: 100,
       coldRuns: 10,
+      changeIterations: 300,
     };
 const started = performance.now();
 const log = (msg: string) =>
@@ -265,6 +270,35 @@ try {
     plan.warmup,
   );
 
+  // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
+  const changeRuntimes = runtimes.filter(
+    (rt) => rt.id === `node ${process.version}` || rt.id.startsWith("bun"),
+  );
+  const prepared = prepareChanges();
+  const changes: ChangesResult[] = [];
+  try {
+    for (const rt of changeRuntimes) {
+      section(
+        `13 changes on ${rt.id}`,
+        `: ${prepared.variants.length} versions of src/, ${plan.changeIterations} interleaved iterations after ${plan.warmup} warm-up`,
+      );
+      const r = await latencyChild<ChangesResult>(
+        rt.id,
+        rt.latency,
+        {
+          upstash: upstashTarget,
+          iterations: plan.changeIterations,
+          warmup: plan.warmup,
+          variants: prepared.variants,
+        } as unknown as Targets,
+        "bench/changes.ts",
+      );
+      changes.push({ ...r, runtime: rt.id, missing: prepared.missing });
+    }
+  } finally {
+    prepared.cleanup();
+  }
+
   section();
   log(
     `seconds per section: ${Object.entries(sectionSeconds)
@@ -288,6 +322,7 @@ try {
     dynamodb,
     clients,
     semaphore,
+    changes,
     seconds: Math.round((performance.now() - started) / 1000),
     sectionSeconds,
   };

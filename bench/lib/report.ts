@@ -1,6 +1,7 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
 
+import type { ChangesResult } from "../changes.ts";
 import type { ClientsResult } from "../clients.ts";
 import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
@@ -46,6 +47,8 @@ export interface Results {
   clients?: ClientsResult;
   /** Item 12 (bench/semaphore.ts); absent from runs before it existed. */
   semaphore?: SemaphoreResult;
+  /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
+  changes?: ChangesResult[];
   seconds: number;
   /** Seconds per section, in the order they ran (absent in runs before issue 19). */
   sectionSeconds?: Record<string, number>;
@@ -576,6 +579,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   }
   if (res.clients) out.push(clientsSection(res.clients));
   if (res.semaphore) out.push(semaphoreSection(res.semaphore));
+  if (res.changes?.length) out.push(changesSection(res.changes));
   return out.join("\n");
 }
 
@@ -818,4 +822,42 @@ function explain(res: Results): string[] {
     out.push("");
   }
   return out;
+}
+
+function changesSection(runs: ChangesResult[]): string {
+  const out = [
+    "## 13. What each change to the hot path did",
+    "",
+    "The src/ of each commit that changed the core's hot path (exported with `git archive`), side by side: each version's `createMutex(upstash(...))` runs `tryAcquire()`, `lease.renew()`, `lease.release()` against the Upstash bridge, interleaved in one child process with the floor (the identical requests replayed by a raw `fetch`), the backend alone and the backend with the core's per-request timeout. The current src/ runs twice: the gap between its two copies is this machine's noise, and a change smaller than that gap is not measured. µs, median per operation; ×: acquire + release against the floor.",
+    "",
+  ];
+  for (const r of runs) {
+    const s = r.series;
+    const floor = s.floor!;
+    const x = (c: string) =>
+      (s[c]!.acquire.median + s[c]!.release.median) / (floor.acquire.median + floor.release.median);
+    const row = (c: string, what: string) =>
+      `| ${c} | ${what} | ${OPS.map((op) => (s[c]![op].median * 1000).toFixed(0)).join(" / ")} | ×${x(c).toFixed(3)} |`;
+    out.push(
+      `**${r.runtime}** (${r.iterations} iterations)`,
+      "",
+      "| version | change | acquire / renew / release | × floor |",
+      "|---|---|---|---|",
+    );
+    out.push(row("floor", "the identical requests by a raw `fetch`"));
+    out.push(row("backend", "the adapter alone"));
+    out.push(row("backend + timeout", "the adapter with the core's per-request timeout"));
+    for (const v of r.variants) if (s[v.id]) out.push(row(v.id, v.change));
+    const [a, b] = [s.now, s["now, copy"]];
+    if (a && b) {
+      const noise = Math.abs(x("now") - x("now, copy"));
+      out.push(
+        "",
+        `Noise (the two copies of the current src/): ${(noise * 100).toFixed(1)} points of × floor.`,
+      );
+    }
+    if (r.missing.length) out.push("", `Not measured (git could not export them): ${r.missing.join(", ")}.`);
+    out.push("");
+  }
+  return out.join("\n");
 }

@@ -1,0 +1,172 @@
+// Item 13: what each change to the core's hot path did. The src/ of earlier commits (one per
+// change, listed in CHANGES) is exported with `git archive` into a temp dir, and every version's
+// createMutex(upstash(...)) runs tryAcquire → renew → release against the same Upstash bridge,
+// interleaved in one child process with the floor (the identical requests replayed by a raw
+// `fetch`), the backend alone and the backend with the core's per-request timeout. The current
+// src/ runs twice (two copies) as a control: the spread between two copies of identical code is
+// this machine's noise, and a change smaller than it is not measured.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { Backend, FetchLike } from "../src/backend.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
+import { OPS, type Op } from "./latency.ts";
+import { type Cycle, mutexCycle, ours, time3 } from "./lib/cycles.ts";
+import { ROOT } from "./lib/env.ts";
+import { type Summary, shuffled, summarize } from "./lib/stats.ts";
+
+/** The commits whose src/ is measured, oldest first; each names the change it made. */
+export const CHANGES: readonly { rev: string; change: string }[] = [
+  { rev: "f20b873", change: "before issue 19's overhead work" },
+  {
+    rev: "0638504",
+    change:
+      "one lease timer; the lease's signal made when first read; a renewal aborted directly; one controller, one timer, one listener per request",
+  },
+  { rev: "a545bd8", change: "a renewal that moves the deadline re-arms no timer" },
+  { rev: "e7e90fb", change: "createMutex over the semaphore's shared attempt and wait (issue 18)" },
+  { rev: "5c473f4", change: "events (issue 19), measured without an observer" },
+  { rev: "bf1c10c", change: "request timeouts not unref'ed" },
+];
+
+export interface ChangeVariant {
+  id: string;
+  change: string;
+  /** The directory holding that version's src/. */
+  dir: string;
+}
+
+export interface ChangesTargets {
+  upstash: { url: string; token: string };
+  iterations: number;
+  warmup: number;
+  variants: ChangeVariant[];
+}
+
+export interface ChangesResult {
+  runtime: string;
+  iterations: number;
+  /** Per contender (floor, backend, backend + timeout, then each variant's id): per op. */
+  series: Record<string, Record<Op, Summary>>;
+  variants: { id: string; change: string }[];
+  /** Commits that could not be exported (a shallow clone): left out. */
+  missing: string[];
+}
+
+/**
+ * Exports each commit's src/ (and the working tree's, twice) into a temp dir; returns the variants
+ * and a cleanup. A commit git cannot find is reported as missing, not measured.
+ */
+export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]; cleanup: () => void } {
+  const base = mkdtempSync(join(tmpdir(), "leasehold-bench-changes-"));
+  const variants: ChangeVariant[] = [];
+  const missing: string[] = [];
+  for (const { rev, change } of CHANGES) {
+    const dir = join(base, rev);
+    const tar = spawnSync(
+      "sh",
+      ["-c", `mkdir -p "${dir}" && git archive "${rev}" src | tar -x -C "${dir}"`],
+      {
+        cwd: ROOT,
+        encoding: "utf8",
+      },
+    );
+    if (tar.status === 0) variants.push({ id: rev, change, dir: join(dir, "src") });
+    else missing.push(rev);
+  }
+  for (const copy of ["now", "now, copy"]) {
+    const dir = join(base, copy === "now" ? "now-a" : "now-b");
+    spawnSync("sh", ["-c", `mkdir -p "${dir}" && cp -r src "${dir}/"`], { cwd: ROOT });
+    variants.push({
+      id: copy,
+      change: copy === "now" ? "the working tree" : "the same code again (the noise control)",
+      dir: join(dir, "src"),
+    });
+  }
+  return { variants, missing, cleanup: () => rmSync(base, { recursive: true, force: true }) };
+}
+
+interface Captured {
+  url: string;
+  method: string;
+  headers: Record<string, string>;
+  body?: string;
+}
+
+/** Runs the interleaved rounds in this process (the child). */
+export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
+  const ttl = 15_000;
+  const { url, token } = t.upstash;
+  const make = (f?: FetchLike): Backend =>
+    upstash({ url, token, prefix: "bench-changes:", ...(f && { fetch: f }) });
+  // The floor: one steady-state cycle of today's leasehold, captured, then replayed.
+  const log: Captured[] = [];
+  const recording: FetchLike = (u, init) => {
+    log.push({ url: u, method: init.method, headers: { ...init.headers }, body: init.body });
+    return fetch(u, init);
+  };
+  const { createMutex } = await import("../src/index.ts");
+  const probe = await createMutex(make(recording), {
+    name: "floor",
+    ttl,
+    renew: false,
+    owner: "bench",
+  }).tryAcquire();
+  await probe?.renew();
+  await probe?.release();
+  const [acq, ren, rel] = log;
+  if (log.length !== 3 || !acq || !ren || !rel) throw new Error("bench: expected 3 upstash requests");
+  const replay = async (r: Captured) => {
+    const res = await fetch(r.url, { method: r.method, headers: r.headers, body: r.body });
+    await res.text();
+  };
+  const { leasehold: _, ...alone } = ours(make(), "alone", ttl);
+  const cycles: Record<string, Cycle> = {
+    floor: () =>
+      time3(
+        () => replay(acq),
+        () => replay(ren),
+        () => replay(rel),
+      ),
+    ...alone,
+  };
+  for (const [i, v] of t.variants.entries()) {
+    const core = (await import(join(v.dir, "index.ts"))) as typeof import("../src/index.ts");
+    const up = (await import(
+      join(v.dir, "backends/upstash/index.ts")
+    )) as typeof import("../src/backends/upstash/index.ts");
+    const backend = up.upstash({ url, token, prefix: "bench-changes:" });
+    cycles[v.id] = mutexCycle(core.createMutex(backend, { name: `version-${i}`, ttl, owner: "bench" }), v.id);
+  }
+  const names = Object.keys(cycles);
+  const samples: Record<string, Record<Op, number[]>> = Object.fromEntries(
+    names.map((n) => [n, { acquire: [], renew: [], release: [] }]),
+  );
+  for (let i = 0; i < t.warmup + t.iterations; i++) {
+    for (const n of shuffled(names)) {
+      const [t0, t1, t2, t3] = await cycles[n]!();
+      if (i < t.warmup) continue;
+      samples[n]!.acquire.push(t1 - t0);
+      samples[n]!.renew.push(t2 - t1);
+      samples[n]!.release.push(t3 - t2);
+    }
+  }
+  const bun = (globalThis as { Bun?: { version: string } }).Bun;
+  return {
+    runtime: bun ? `bun ${bun.version}` : `node ${process.version}`,
+    iterations: t.iterations,
+    series: Object.fromEntries(
+      names.map((n) => [n, Object.fromEntries(OPS.map((op) => [op, summarize(samples[n]![op])]))]),
+    ) as ChangesResult["series"],
+    variants: t.variants.map(({ id, change }) => ({ id, change })),
+    missing: [],
+  };
+}
+
+// Child mode: `BENCH_TARGETS='{...}' BENCH_OUT=file <runtime> bench/changes.ts`.
+if (process.env.BENCH_TARGETS && process.env.BENCH_OUT && process.argv[1]?.endsWith("changes.ts")) {
+  const result = await runChanges(JSON.parse(process.env.BENCH_TARGETS) as ChangesTargets);
+  writeFileSync(process.env.BENCH_OUT, JSON.stringify(result));
+  process.exit(0);
+}
