@@ -120,7 +120,7 @@ export function createLease(init: LeaseInit): Lease {
     // A timer already due before `at` stays: tick() asks the clock and arms the next one then
     // (a renewal moves the deadline later, and costs no timer). A timer may also fire a little
     // early on some runtimes: only the clock decides.
-    if (at >= armedAt) return;
+    if (ended || at >= armedAt) return;
     cancel();
     armedAt = at;
     cancel = timer(at - now(), tick);

@@ -155,7 +155,9 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     slot,
     owner: lease.owner,
     token: lease.token,
-    signal: lease.signal,
+    get signal() {
+      return lease.signal; // made when first read, as a lease's
+    },
     get valid() {
       return lease.valid;
     },
@@ -207,24 +209,31 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   // Otherwise one ordinary attempt per slot (each with its own observed-expiry state), from a
   // random slot on so that contenders spread, until one is granted.
   const perSlot = any && backend.expiry !== "observed" ? [] : keys.map((key) => keyAttempt(o, key));
+  // The whole attempt is bounded like one request (ttl − guard): a backend that does not answer
+  // costs one bound, not one per slot.
   const spreadAttempt: AttemptFn = async (signal) => {
     const start = Math.floor(Math.random() * limit);
+    const whole = requestSignal(backendName, "acquire", ttl - guard, signal);
     let retryAfter: number | undefined;
     let failure: unknown;
-    for (let i = 0; i < limit; i++) {
-      signal?.throwIfAborted();
-      const slot = (start + i) % limit;
-      let result: Attempt;
-      try {
-        result = await perSlot[slot]!(signal);
-      } catch (error) {
-        if (signal?.aborted || !(error instanceof BackendError && error.retryable)) throw error;
-        failure = error; // this slot may be free: try the others, then report it
-        continue;
+    try {
+      for (let i = 0; i < limit; i++) {
+        whole.signal.throwIfAborted();
+        const slot = (start + i) % limit;
+        let result: Attempt;
+        try {
+          result = await perSlot[slot]!(whole.signal);
+        } catch (error) {
+          if (whole.signal.aborted || !(error instanceof BackendError && error.retryable)) throw error;
+          failure = error; // this slot may be free: try the others, then report it
+          continue;
+        }
+        if (isLease(result)) return permitOf(result, slot);
+        if (result.retryAfter !== undefined)
+          retryAfter = Math.min(retryAfter ?? result.retryAfter, result.retryAfter);
       }
-      if (isLease(result)) return permitOf(result, slot);
-      if (result.retryAfter !== undefined)
-        retryAfter = Math.min(retryAfter ?? result.retryAfter, result.retryAfter);
+    } finally {
+      whole.done();
     }
     if (failure !== undefined) throw failure;
     return retryAfter === undefined ? {} : { retryAfter };

@@ -55,9 +55,13 @@ export interface Bounded {
  */
 export function requestSignal(backend: string, op: string, ms: number, parent?: AbortSignal): Bounded {
   const ctrl = new AbortController();
-  const abort = (reason: unknown) => ctrl.abort(reason);
   // Not unref'ed: the request it bounds keeps the process alive anyway, and unref costs µs on Node.
-  const cancel = timer(ms, () => abort(noAnswer(backend, op, ms)), true);
+  const cancel = timer(ms, () => ctrl.abort(noAnswer(backend, op, ms)), true);
+  // Ended early: the timer goes too (a backend that ignores the signal must not keep it armed).
+  const abort = (reason: unknown) => {
+    cancel();
+    ctrl.abort(reason);
+  };
   if (!parent) return { signal: ctrl.signal, done: cancel, abort };
   const onAbort = () => abort(parent.reason);
   if (parent.aborted) onAbort();

@@ -19,11 +19,16 @@ export function slotKey(name: string, slot: number): string {
 }
 
 /**
- * The semaphore name and slot of a key of the slot form (`name:permit:<digits>`, split at the last
- * `:permit:`), or `null` for any other key. `slot` is exact only when `key` is what
- * {@link slotKey} makes of it (no leading zeros, a safe integer): check `slotKey(name, slot) === key`.
+ * The semaphore name and slot of a slot key: exactly what {@link slotKey} makes for a slot below
+ * {@link MAX_LIMIT} (`name:permit:<digits>`, split at the last `:permit:`, no leading zero), or
+ * `null` for any other key. Backends that keep a semaphore's slots together (the Durable Object's
+ * object, Redis' hash tag) group only these, so mutexes that merely look alike (`doc:permit:12345`)
+ * keep their own object or slot.
  */
 export function slotOf(key: string): { name: string; slot: number } | null {
   const m = SLOT_KEY.exec(key);
-  return m ? { name: m[1]!, slot: Number(m[2]) } : null;
+  if (!m) return null;
+  const name = m[1]!;
+  const slot = Number(m[2]);
+  return slot < MAX_LIMIT && slotKey(name, slot) === key ? { name, slot } : null;
 }

@@ -299,6 +299,31 @@ describe("release", () => {
     expect(vi.getTimerCount()).toBe(0);
   });
 
+  it("arms no timer when released from a renewal's own continuation while the background tick shares it", async () => {
+    // A manual renew() in flight; the background renewal falls due and joins it; its caller
+    // releases as soon as it resolves, before the background renewal's callback runs.
+    let answer: (ours: boolean) => void = () => {};
+    const backend = backendWith({ renew: () => new Promise<boolean>((resolve) => (answer = resolve)) });
+    const lease = (await createMutex(backend, { name: "t", ttl: 300 }).tryAcquire())!;
+    await vi.advanceTimersByTimeAsync(80);
+    const released = lease.renew().then(() => lease.release());
+    await vi.advanceTimersByTimeAsync(35); // past the renewal due at 100 ms ± 10 %
+    answer(true);
+    await released;
+    await vi.advanceTimersByTimeAsync(0);
+    expect(lease.signal.aborted).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("release clears the bound of a renewal in flight even when the backend ignores its signal", async () => {
+    const backend = backendWith({ renew: () => new Promise<boolean>(() => {}) }); // never settles
+    const lease = (await createMutex(backend, { name: "t", ttl: 900, renew: false }).tryAcquire())!;
+    const renewing = lease.renew();
+    renewing.catch(() => {});
+    await lease.release();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it("rejects with the backend error for a held lease whose release failed", async () => {
     const backend = backendWith({ release: async () => Promise.reject(transient()) });
     const lease = (await createMutex(backend, { name: "t", ttl: 900 }).tryAcquire())!;

@@ -148,3 +148,41 @@ describe("createSemaphore", () => {
     }
   });
 });
+
+describe("createSemaphore against a backend that does not answer", () => {
+  it("one attempt over every slot is bounded like one request (ttl − guard), not once per slot", async () => {
+    // A store that never answers an acquire (a black hole); only the signal ends the request.
+    let requests = 0;
+    const silent: Backend = {
+      ...memory(),
+      acquireAny: undefined,
+      acquire: ({ signal }) => {
+        requests++;
+        return new Promise((_, reject) => signal?.addEventListener("abort", () => reject(signal.reason)));
+      },
+    };
+    const ttl = 100; // the bound: ttl − guard = 100 − (1 + 2 + 20) = 77 ms
+    const sem = createSemaphore(silent, { name: "silent", limit: 20, ttl });
+    const t0 = performance.now();
+    const error = await sem.tryAcquire().catch((e: unknown) => e);
+    const took = performance.now() - t0;
+    expect(isLockError(error) && error.code).toBe("ERR_BACKEND");
+    expect(String((error as Error).message)).toMatch(/acquire got no answer within 77 ms/);
+    expect(took).toBeGreaterThanOrEqual(70);
+    expect(took).toBeLessThan(20 * 77); // per slot, it would be 20 bounds
+    expect(took).toBeLessThan(600);
+    expect(requests).toBe(1); // the first slot's request used up the whole bound
+  });
+});
+
+describe("slot keys", () => {
+  it("only what slotKey makes, below the largest limit, is a semaphore's slot (kept together by backends)", async () => {
+    const { slotOf } = await import("../../src/slots.ts");
+    expect(slotOf(slotKey("jobs", 3))).toEqual({ name: "jobs", slot: 3 });
+    expect(slotOf("a:permit:b:permit:999")).toEqual({ name: "a:permit:b", slot: 999 });
+    // Look-alikes stay plain mutexes: a leading zero, a slot no semaphore has, no digits.
+    for (const key of ["jobs:permit:03", "doc:permit:12345", "jobs:permit:1000", "jobs:permit:", "jobs"]) {
+      expect(slotOf(key)).toBeNull();
+    }
+  });
+});

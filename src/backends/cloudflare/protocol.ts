@@ -62,9 +62,9 @@ export function parseRequest(body: string): LockRequest | string {
       !Array.isArray(slots) ||
       slots.length === 0 ||
       slots.length > MAX_LIMIT ||
-      !slots.every(ms)
+      !slots.every((slot) => ms(slot) && slot < MAX_LIMIT)
     )
-      return `acquireAny needs name and slots: 1-${MAX_LIMIT} integers >= 0`;
+      return `acquireAny needs name and slots: 1-${MAX_LIMIT} integers from 0 to ${MAX_LIMIT - 1}`;
     if (!str(r.nonce, 256) || !ms(r.ttl) || r.ttl === 0 || !str(r.owner, 1_024))
       return "acquireAny needs nonce, owner and ttl > 0";
     return r as LockRequest;
@@ -111,7 +111,7 @@ export async function readRequest(request: Request): Promise<string | undefined>
 
 /**
  * The name of the object that holds `key` (`namespace.idFromName(objectName(key))`): the key
- * itself, except for a semaphore's slot key (`name:permit:<digits>`), held by the object of the
+ * itself, except for a semaphore's slot key (src/slots.ts `slotOf`: `name:permit:<slot>`), held by the object of the
  * semaphore's `name` with every other slot of it, so that one request can take any free one.
  */
 export function objectName(key: string): string {
@@ -133,7 +133,7 @@ export function slotsOf(keys: readonly string[]): { name: string; slots: number[
   const slots: number[] = [];
   for (const key of keys) {
     const s = slotOf(key);
-    if (!s || s.name !== first.name || slotKey(s.name, s.slot) !== key) return undefined;
+    if (!s || s.name !== first.name) return undefined;
     slots.push(s.slot);
   }
   return { name: first.name, slots };
