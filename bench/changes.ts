@@ -11,7 +11,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Backend, FetchLike } from "../src/backend.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
-import { OPS, type Op } from "./latency.ts";
+import { capture, OPS, type Op, replay } from "./latency.ts";
 import { type Cycle, mutexCycle, ours, time3 } from "./lib/cycles.ts";
 import { ROOT } from "./lib/env.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
@@ -87,13 +87,6 @@ export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]
   return { variants, missing, cleanup: () => rmSync(base, { recursive: true, force: true }) };
 }
 
-interface Captured {
-  url: string;
-  method: string;
-  headers: Record<string, string>;
-  body?: string;
-}
-
 /** Runs the interleaved rounds in this process (the child). */
 export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
   const ttl = 15_000;
@@ -101,26 +94,8 @@ export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
   const make = (f?: FetchLike): Backend =>
     upstash({ url, token, prefix: "bench-changes:", ...(f && { fetch: f }) });
   // The floor: one steady-state cycle of today's leasehold, captured, then replayed.
-  const log: Captured[] = [];
-  const recording: FetchLike = (u, init) => {
-    log.push({ url: u, method: init.method, headers: { ...init.headers }, body: init.body });
-    return fetch(u, init);
-  };
-  const { createMutex } = await import("../src/index.ts");
-  const probe = await createMutex(make(recording), {
-    name: "floor",
-    ttl,
-    renew: false,
-    owner: "bench",
-  }).tryAcquire();
-  await probe?.renew();
-  await probe?.release();
-  const [acq, ren, rel] = log;
-  if (log.length !== 3 || !acq || !ren || !rel) throw new Error("bench: expected 3 upstash requests");
-  const replay = async (r: Captured) => {
-    const res = await fetch(r.url, { method: r.method, headers: r.headers, body: r.body });
-    await res.text();
-  };
+  const [acq, ren, rel] = (await capture(make, "floor", ttl)).map((p) => (p.length === 1 ? p[0] : undefined));
+  if (!acq || !ren || !rel) throw new Error("bench: expected one upstash request per operation");
   const { leasehold: _, ...alone } = ours(make(), "alone", ttl);
   const cycles: Record<string, Cycle> = {
     floor: () =>

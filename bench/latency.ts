@@ -59,7 +59,8 @@ export interface LatencyResult {
   costs: Record<string, Summary>;
 }
 
-interface Captured {
+/** One request as leasehold sent it, for replaying. */
+export interface Captured {
   url: string;
   method: string;
   headers: Record<string, string>;
@@ -80,7 +81,7 @@ function recording(log: Captured[]): FetchLike {
 }
 
 /** Sends one captured request with the global fetch and reads the body, as the backends do. */
-async function replay(r: Captured): Promise<number> {
+export async function replay(r: Captured): Promise<number> {
   const res = await fetch(r.url, r.body === undefined ? { method: r.method, headers: r.headers } : r);
   await res.text();
   return res.status;
@@ -94,7 +95,11 @@ function expectStatus(op: string, status: number, ok: readonly number[]): void {
 const OWNER = "bench";
 
 /** Captures the requests of one acquire/renew/release cycle of leasehold on `make(fetch)`. */
-async function capture(make: (f: FetchLike) => Backend, name: string, ttl: number): Promise<Captured[][]> {
+export async function capture(
+  make: (f: FetchLike) => Backend,
+  name: string,
+  ttl: number,
+): Promise<Captured[][]> {
   const log: Captured[] = [];
   // One owner for every cycle, as an app's instance has: a steady-state acquire.
   const mutex = createMutex(make(recording(log)), { name, ttl, renew: false, owner: OWNER });

@@ -24,20 +24,23 @@ afterAll(async () => {
   await resourceBridge?.stop();
 });
 
+/** What every worker process is told: DynamoDB through the proxy, its table and keys, the resource. */
+const env = (url: string) => ({
+  LH_DYNAMODB_ENDPOINT: url,
+  LH_DYNAMODB_TABLE: table,
+  AWS_REGION: region,
+  AWS_ACCESS_KEY_ID: credentials.accessKeyId,
+  AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
+  LH_RESOURCE_URL: resourceBridge.url,
+  LH_RESOURCE_TOKEN: resourceBridge.token,
+});
+
 invariantTest(
   "on DynamoDB (observed expiry) under random faults",
   30_000,
   () => ({
     faults: httpFaults(proxy, dynamodbRenewal),
-    env: (url) => ({
-      LH_DYNAMODB_ENDPOINT: url,
-      LH_DYNAMODB_TABLE: table,
-      AWS_REGION: region,
-      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
-      LH_RESOURCE_URL: resourceBridge.url,
-      LH_RESOURCE_TOKEN: resourceBridge.token,
-    }),
+    env,
   }),
   (summary) => {
     expect(summary.requestsThroughProxy).toBeGreaterThan(0);
@@ -53,15 +56,7 @@ invariantTest(
   () => ({
     limit: 2,
     faults: httpFaults(proxy, dynamodbRenewal),
-    env: (url) => ({
-      LH_DYNAMODB_ENDPOINT: url,
-      LH_DYNAMODB_TABLE: table,
-      AWS_REGION: region,
-      AWS_ACCESS_KEY_ID: credentials.accessKeyId,
-      AWS_SECRET_ACCESS_KEY: credentials.secretAccessKey,
-      LH_RESOURCE_URL: resourceBridge.url,
-      LH_RESOURCE_TOKEN: resourceBridge.token,
-    }),
+    env,
     meaningful: { msPerAcquisition: 2_000, holders: 4 },
   }),
   (summary) => {
