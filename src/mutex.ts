@@ -196,6 +196,12 @@ export type AttemptFn = (
   start?: number,
 ) => Promise<Attempt>;
 
+/** A refused attempt's answer: the backend's `retryAfter` when it is a number of ms ≥ 0. @internal */
+export function refused(result: { ok: boolean; retryAfter?: number } | undefined): { retryAfter?: number } {
+  const after = result?.ok === false ? result.retryAfter : undefined;
+  return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
+}
+
 /** Whether an attempt got a lease. @internal */
 export const isLease = (r: Attempt): r is Lease => "token" in r;
 
@@ -281,8 +287,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
         if (seen?.version !== version) seen = { version, since: now(), wait: observedWait(held) };
         return { retryAfter: Math.max(0, seen.since + seen.wait - now()) };
       }
-      const after = result?.ok === false ? result.retryAfter : undefined;
-      return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
+      return refused(result);
     }
     seen = undefined;
     return granted(o, key, nonce, result.token, tSend, signal);

@@ -13,11 +13,12 @@ import {
   keyAttempt,
   type MutexOptions,
   observe,
+  refused,
   releaseInBackground,
   runWith,
   waitFor,
 } from "./mutex.ts";
-import { check, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { check, checkSignal, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
 import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
@@ -191,8 +192,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
       bounded.done();
     }
     if (result?.ok !== true) {
-      const after = result?.ok === false ? result.retryAfter : undefined;
-      return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
+      return refused(result);
     }
     const slot = result.index;
     if (!(Number.isSafeInteger(slot) && slot >= 0 && slot < limit)) {
