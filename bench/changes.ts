@@ -16,8 +16,35 @@ import { type Cycle, mutexCycle, ours, time3 } from "./lib/cycles.ts";
 import { ROOT } from "./lib/env.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
-/** The commits whose src/ is measured, oldest first; each names the change it made. */
-export const CHANGES: readonly { rev: string; change: string }[] = [
+/**
+ * The commits whose src/ is measured, oldest first; each names the change it made. `size`: a
+ * change to the bundle size only, whose latency is not measured (the sizes of every version are).
+ */
+export const CHANGES: readonly { rev: string; change: string; size?: true }[] = [
+  { rev: "3fd2da5", change: "when issue 19 was filed", size: true },
+  {
+    rev: "46bd7e2",
+    change: "issue 12: upstash refuses a fencing token that went back (fence memory), inspects with EVAL_RO",
+    size: true,
+  },
+  {
+    rev: "ebb2b55",
+    change: "issue 12: azure-blob block-blob mode, owner written only when it changed",
+    size: true,
+  },
+  {
+    rev: "d2174fb",
+    change:
+      "issue 11: run-time option checks, onError, lease.valid; HTTP cache no-store with its fallback, no redirects, a 64 KiB reply cap, redaction in every form",
+    size: true,
+  },
+  {
+    rev: "95429f1",
+    change: "issue 19: election is createElection(mutex), dropped by an app that only locks",
+    size: true,
+  },
+  { rev: "be783c1", change: "issue 15: raiseFence for leasehold/quorum", size: true },
+  { rev: "55e3872", change: "issue 16: observed expiry in the core (Backend.expiry)", size: true },
   { rev: "f20b873", change: "before issue 19's overhead work" },
   {
     rev: "0638504",
@@ -33,6 +60,8 @@ export const CHANGES: readonly { rev: string; change: string }[] = [
 export interface ChangeVariant {
   id: string;
   change: string;
+  /** Whether its latency is measured (not a size-only change). */
+  latency: boolean;
   /** The directory holding that version's src/. */
   dir: string;
 }
@@ -42,6 +71,16 @@ export interface ChangesTargets {
   iterations: number;
   warmup: number;
   variants: ChangeVariant[];
+}
+
+/** One version's bundle sizes, min+gzip (bench/size.ts sizeOfSrc). */
+export interface ChangeSize {
+  id: string;
+  change: string;
+  /** core + upstash. */
+  upstash: number;
+  /** core + azure-blob. */
+  azure: number;
 }
 
 export interface ChangesResult {
@@ -62,7 +101,7 @@ export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]
   const base = mkdtempSync(join(tmpdir(), "leasehold-bench-changes-"));
   const variants: ChangeVariant[] = [];
   const missing: string[] = [];
-  for (const { rev, change } of CHANGES) {
+  for (const { rev, change, size } of CHANGES) {
     const dir = join(base, rev);
     const tar = spawnSync(
       "sh",
@@ -72,7 +111,7 @@ export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]
         encoding: "utf8",
       },
     );
-    if (tar.status === 0) variants.push({ id: rev, change, dir: join(dir, "src") });
+    if (tar.status === 0) variants.push({ id: rev, change, latency: !size, dir: join(dir, "src") });
     else missing.push(rev);
   }
   for (const copy of ["now", "now, copy"]) {
@@ -81,6 +120,7 @@ export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]
     variants.push({
       id: copy,
       change: copy === "now" ? "the working tree" : "the same code again (the noise control)",
+      latency: true,
       dir: join(dir, "src"),
     });
   }
@@ -107,6 +147,7 @@ export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
     ...alone,
   };
   for (const [i, v] of t.variants.entries()) {
+    if (!v.latency) continue;
     const core = (await import(join(v.dir, "index.ts"))) as typeof import("../src/index.ts");
     const up = (await import(
       join(v.dir, "backends/upstash/index.ts")
@@ -134,7 +175,7 @@ export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
     series: Object.fromEntries(
       names.map((n) => [n, Object.fromEntries(OPS.map((op) => [op, summarize(samples[n]![op])]))]),
     ) as ChangesResult["series"],
-    variants: t.variants.map(({ id, change }) => ({ id, change })),
+    variants: t.variants.filter((v) => v.latency).map(({ id, change }) => ({ id, change })),
     missing: [],
   };
 }

@@ -23,7 +23,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type ChangesResult, prepareChanges } from "./changes.ts";
+import { type ChangeSize, type ChangesResult, prepareChanges } from "./changes.ts";
 import { runClients } from "./clients.ts";
 import type { CloudflareResult, CloudflareTargets } from "./cloudflare.ts";
 import { type Runtime, runColdStart } from "./coldstart.ts";
@@ -39,7 +39,7 @@ import { QUICK } from "./lib/stats.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSemaphore } from "./semaphore.ts";
-import { runSize } from "./size.ts";
+import { runSize, sizeOfSrc } from "./size.ts";
 
 // Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19). Section 1 holds the
 // close calls (5 % targets): 500 iterations, where two runs differ by the machine's drift, not by
@@ -276,11 +276,15 @@ try {
   );
   const prepared = prepareChanges();
   const changes: ChangesResult[] = [];
+  const changeSizes: ChangeSize[] = [];
   try {
+    for (const v of prepared.variants) {
+      if (v.id !== "now, copy") changeSizes.push({ id: v.id, change: v.change, ...(await sizeOfSrc(v.dir)) });
+    }
     for (const rt of changeRuntimes) {
       section(
         `13 changes on ${rt.id}`,
-        `: ${prepared.variants.length} versions of src/, ${plan.changeIterations} interleaved iterations after ${plan.warmup} warm-up`,
+        `: ${prepared.variants.filter((v) => v.latency).length} versions of src/, ${plan.changeIterations} interleaved iterations after ${plan.warmup} warm-up`,
       );
       const r = await latencyChild<ChangesResult>(
         rt.id,
@@ -323,6 +327,7 @@ try {
     clients,
     semaphore,
     changes,
+    changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),
     sectionSeconds,
   };

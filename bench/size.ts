@@ -1,8 +1,9 @@
 // Item 3: bundle size, min+gzip, every entry built with the same esbuild settings (bundle,
 // minify, ESM, platform browser, target es2022; gzip level 9). Each entry is the minimal use
 // of a lock: create it, acquire, renew, release, so that tree-shaking keeps what a user ships.
+import { existsSync } from "node:fs";
 import { gzipSync } from "node:zlib";
-import { build, version as esbuildVersion } from "esbuild";
+import { build, version as esbuildVersion, type Metafile } from "esbuild";
 
 export interface SizeRow {
   id: string;
@@ -18,8 +19,8 @@ export interface SizeResult {
   rows: SizeRow[];
 }
 
-const ours = (adapter: string, make: string) => `
-import { createMutex } from "../src/index.ts";
+const ours = (adapter: string, make: string, src = "../src") => `
+import { createMutex } from "${src}/index.ts";
 ${adapter}
 export async function cycle(opts) {
   const lease = await createMutex(${make}, { name: "job" }).tryAcquire();
@@ -135,23 +136,51 @@ export async function cycle(url) {
   },
 };
 
+/** min+gzip of one entry's code, resolved from this directory. */
+async function bundle(
+  code: string,
+  node?: { external: string[] },
+): Promise<{ bytes: Uint8Array; metafile: Metafile }> {
+  const out = await build({
+    stdin: { contents: code, resolveDir: new URL(".", import.meta.url).pathname, loader: "ts" },
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: node ? "node" : "browser",
+    ...(node ? { external: node.external } : {}),
+    target: "es2022",
+    write: false,
+    metafile: true,
+    logLevel: "silent",
+  });
+  return { bytes: out.outputFiles[0]!.contents, metafile: out.metafile };
+}
+
+const gzip = (bytes: Uint8Array) => gzipSync(bytes, { level: 9 }).length;
+
+/**
+ * The core + upstash and core + azure-blob entries (min+gzip) built from another copy of src/
+ * (an absolute path), for section 13's size per version.
+ */
+export async function sizeOfSrc(src: string): Promise<{ upstash: number; azure: number }> {
+  const of = async (adapter: string, make: string) => gzip((await bundle(ours(adapter, make, src))).bytes);
+  // Before the backends moved into folders (5f24041), each was one file.
+  const at = (backend: string) =>
+    existsSync(`${src}/backends/${backend}/index.ts`)
+      ? `${src}/backends/${backend}/index.ts`
+      : `${src}/backends/${backend}.ts`;
+  return {
+    upstash: await of(`import { upstash } from "${at("upstash")}";`, "upstash(opts)"),
+    azure: await of(`import { azureBlob } from "${at("azure-blob")}";`, "azureBlob(opts)"),
+  };
+}
+
 export async function runSize(): Promise<SizeResult> {
   const rows: SizeRow[] = [];
   for (const [id, { label, code, node }] of Object.entries(ENTRIES)) {
-    const out = await build({
-      stdin: { contents: code, resolveDir: new URL(".", import.meta.url).pathname, loader: "ts" },
-      bundle: true,
-      minify: true,
-      format: "esm",
-      platform: node ? "node" : "browser",
-      ...(node ? { external: node.external } : {}),
-      target: "es2022",
-      write: false,
-      metafile: true,
-      logLevel: "silent",
-    });
-    const bytes = out.outputFiles[0]!.contents;
-    const row: SizeRow = { id, label, minified: bytes.length, gzip: gzipSync(bytes, { level: 9 }).length };
+    const out = await bundle(code, node);
+    const bytes = out.bytes;
+    const row: SizeRow = { id, label, minified: bytes.length, gzip: gzip(bytes) };
     const output = Object.values(out.metafile.outputs)[0];
     if (output && !PEERS.has(id)) {
       row.inputs = Object.fromEntries(

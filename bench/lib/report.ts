@@ -1,7 +1,7 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
 
-import type { ChangesResult } from "../changes.ts";
+import type { ChangeSize, ChangesResult } from "../changes.ts";
 import type { ClientsResult } from "../clients.ts";
 import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
 import type { ColdStartSeries } from "../coldstart.ts";
@@ -49,6 +49,8 @@ export interface Results {
   semaphore?: SemaphoreResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
+  /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
+  changeSizes?: ChangeSize[];
   seconds: number;
   /** Seconds per section, in the order they ran (absent in runs before issue 19). */
   sectionSeconds?: Record<string, number>;
@@ -579,7 +581,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   }
   if (res.clients) out.push(clientsSection(res.clients));
   if (res.semaphore) out.push(semaphoreSection(res.semaphore));
-  if (res.changes?.length) out.push(changesSection(res.changes));
+  if (res.changes?.length) out.push(changesSection(res.changes, res.changeSizes ?? []));
   return out.join("\n");
 }
 
@@ -824,7 +826,7 @@ function explain(res: Results): string[] {
   return out;
 }
 
-function changesSection(runs: ChangesResult[]): string {
+function changesSection(runs: ChangesResult[], sizes: ChangeSize[]): string {
   const out = [
     "## 13. What each change to the hot path did",
     "",
@@ -857,6 +859,23 @@ function changesSection(runs: ChangesResult[]): string {
       );
     }
     if (r.missing.length) out.push("", `Not measured (git could not export them): ${r.missing.join(", ")}.`);
+    out.push("");
+  }
+  if (sizes.length) {
+    out.push(
+      "**Bundle size per version** (section 3's entries, built from each version's src/ with the same settings; min+gzip, and the change from the version before)",
+      "",
+      "| version | change | core + upstash | core + azure-blob |",
+      "|---|---|---|---|",
+    );
+    const delta = (b: number, a: number | undefined) =>
+      a === undefined ? "" : ` (${b - a >= 0 ? "+" : "−"}${Math.abs(b - a)})`;
+    sizes.forEach((v, i) => {
+      const before = sizes[i - 1];
+      out.push(
+        `| ${v.id} | ${v.change} | ${v.upstash} B${delta(v.upstash, before?.upstash)} | ${v.azure} B${delta(v.azure, before?.azure)} |`,
+      );
+    });
     out.push("");
   }
   return out.join("\n");
