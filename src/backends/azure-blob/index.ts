@@ -38,7 +38,6 @@ import {
   container as containerOf,
   decimal,
   errorCode,
-  leaseGone,
   notOurs,
   refusedBy,
 } from "./rest.ts";
@@ -246,7 +245,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           }),
         ];
       }
-      if (replies.some(([, r]) => leaseGone(r))) return null;
+      if (replies.some(([, r]) => notOurs(r))) return null;
       const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
       const bad = replies.find(([, r]) => r.status !== 200 && !stale(r));
       if (bad) throw failure(bad[0], key, bad[1]);
@@ -387,7 +386,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
               },
               signal,
             );
-        if (leaseGone(r)) return false;
+        if (notOurs(r)) return false;
         if (r.status === 412 && errorCode(r) === "ConditionNotMet") {
           blob = undefined; // written by someone else since we read it: read again
           continue;

@@ -51,17 +51,14 @@ export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
   };
 }
 
-/** A lease answer that means "someone else's lease, or none of ours". */
-export function notOurs(r: HttpReply): boolean {
-  return r.status === 404 || (r.status === 409 && errorCode(r).startsWith("Lease"));
-}
-
 /**
- * A write under our lease refused because the lease is no longer ours: taken over, broken or
- * expired. Azure answers 412 (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
- * some versions and emulators 409; both mean "not ours", never a failure. 404: deleted meanwhile.
+ * An answer that means the lease is not ours (any more): taken over, broken, expired or never
+ * ours. Azure answers 409 to a lease action (LeaseAlreadyPresent, LeaseIdMismatchWithLeaseOperation)
+ * and 412 to a write under a lease (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
+ * some versions and emulators 409 to both: either means "not ours", never a failure. 404: the blob
+ * was deleted meanwhile.
  */
-export function leaseGone(r: HttpReply): boolean {
+export function notOurs(r: HttpReply): boolean {
   return r.status === 404 || ((r.status === 409 || r.status === 412) && errorCode(r).startsWith("Lease"));
 }
 
