@@ -17,7 +17,7 @@ export function decimal(r: HttpReply, name: string): number {
   return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
 }
 
-/** What a HEAD says about a lock blob: its type, ETag, owner (as stored) and fencing counter. */
+/** What a HEAD says about a lock blob: its type, ETag, owner (as stored), fencing counter and lease. */
 export interface BlobState {
   page: boolean;
   /** The HEAD named the type (else `page` is a guess, see {@link blobState}). */
@@ -26,6 +26,8 @@ export interface BlobState {
   owner: string | null;
   /** Page blob: the sequence number. Block blob: the `fence` metadata, 0 when absent. NaN if malformed. */
   counter: number;
+  /** Its lease state is `leased` or `breaking`: someone holds it. */
+  leased: boolean;
 }
 
 /**
@@ -48,6 +50,7 @@ export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
     etag: known ? (r.header("etag") ?? "") : "",
     owner: r.header("x-ms-meta-owner"),
     counter,
+    leased: /^(leased|breaking)$/.test(r.header("x-ms-lease-state") ?? ""),
   };
 }
 
@@ -95,12 +98,6 @@ export interface Container {
   call: Call;
   /** The BackendError for an unexpected answer `r` to `op` on lock `key`. */
   failure(op: string, key: string, r: HttpReply): BackendError;
-  /** A Lease Blob request (`x-ms-lease-action` in `headers`). */
-  leaseRequest(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<HttpReply>;
-  /** Get Blob Properties (HEAD). */
-  head(path: string, signal: AbortSignal | undefined): Promise<HttpReply>;
-  /** Releases lease `nonce` in the background: the caller's time bound must not wait for it. */
-  giveBack(path: string, nonce: string): void;
 }
 
 /** The requests of one backend instance. */
@@ -151,26 +148,5 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     );
   }
 
-  function leaseRequest(
-    path: string,
-    headers: Record<string, string>,
-    signal?: AbortSignal,
-  ): Promise<HttpReply> {
-    return call("lease", "PUT", path, "comp=lease", headers, signal);
-  }
-
-  function head(path: string, signal: AbortSignal | undefined): Promise<HttpReply> {
-    return call("read", "HEAD", path, "", {}, signal);
-  }
-
-  /** Gives a lease back in the background: the caller's time bound must not wait for it. */
-  function giveBack(path: string, nonce: string): void {
-    leaseRequest(
-      path,
-      { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
-      AbortSignal.timeout(5_000),
-    ).catch(() => {});
-  }
-
-  return { call, failure, leaseRequest, head, giveBack };
+  return { call, failure };
 }
