@@ -149,7 +149,26 @@ export function sharedKeyAuth(accountName: string, accountKey: string, option = 
   };
 }
 
-/** The SharedKey StringToSign for a request whose header names are all lower-case. */
+/** The standard headers of a SharedKey StringToSign, in order: one line each, empty when absent. */
+const SIGNED = [
+  "content-encoding",
+  "content-language",
+  "content-length",
+  "content-md5",
+  "content-type",
+  "date",
+  "if-modified-since",
+  "if-match",
+  "if-none-match",
+  "if-unmodified-since",
+  "range",
+];
+
+/**
+ * The SharedKey StringToSign for a request whose header names are all lower-case and whose query
+ * has lower-case names, none of them repeated or a prefix of another, as leasehold's (`comp=lease`,
+ * `restype=container`).
+ */
 export function stringToSign(
   accountName: string,
   method: string,
@@ -157,37 +176,20 @@ export function stringToSign(
   headers: Record<string, string>,
 ): string {
   const u = new URL(url);
-  const get = (name: string): string => headers[name] ?? "";
-  const length = get("content-length");
-  const standard = [
-    method.toUpperCase(),
-    get("content-encoding"),
-    get("content-language"),
-    length === "0" ? "" : length,
-    get("content-md5"),
-    get("content-type"),
-    get("date"),
-    get("if-modified-since"),
-    get("if-match"),
-    get("if-none-match"),
-    get("if-unmodified-since"),
-    get("range"),
-  ];
+  // A Content-Length of 0 signs as an empty line (API version 2015-02-21 and later).
+  const standard = SIGNED.map((n) =>
+    n === "content-length" && headers[n] === "0" ? "" : (headers[n] ?? ""),
+  );
   const msHeaders = Object.keys(headers)
     .filter((n) => n.startsWith("x-ms-"))
     .sort()
     .map((n) => `${n}:${headers[n]!.replace(/\s+/g, " ").trim()}\n`)
     .join("");
-  const query = new Map<string, string[]>();
+  const params: string[] = [];
   u.searchParams.forEach((value, name) => {
-    const n = name.toLowerCase();
-    query.set(n, [...(query.get(n) ?? []), value]);
+    params.push(`\n${name}:${value}`);
   });
-  const params = [...query.keys()]
-    .sort()
-    .map((n) => `\n${n}:${query.get(n)!.sort().join(",")}`)
-    .join("");
-  return `${standard.join("\n")}\n${msHeaders}/${accountName}${u.pathname}${params}`;
+  return `${method.toUpperCase()}\n${standard.join("\n")}\n${msHeaders}/${accountName}${u.pathname}${params.sort().join("")}`;
 }
 
 /** SAS: the token is appended to the query; no Authorization header. */
