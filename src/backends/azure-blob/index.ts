@@ -21,6 +21,7 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import type { HttpReply } from "../shared/http.ts";
+import { typeError } from "./auth.ts";
 import {
   type AzureBlobOptions,
   blobPath,
@@ -30,7 +31,6 @@ import {
   MIN_TTL,
   NAME,
   resolveOptions,
-  typeError,
 } from "./options.ts";
 import {
   type BlobState,

@@ -1,6 +1,5 @@
 // The azure-blob backend's options: their types, their checks, and the credential they resolve to.
 import type { FetchLike } from "../../backend.ts";
-import { fail } from "../../options.ts";
 import { fetchOption, httpUrl } from "../shared/options.ts";
 import {
   type Auth,
@@ -9,6 +8,7 @@ import {
   sasAuth,
   sharedKeyAuth,
   type TokenCredentialLike,
+  typeError,
 } from "./auth.ts";
 
 /** Options every credential form shares. */
@@ -86,11 +86,6 @@ export const MIN_TTL = 15_000;
 export const MAX_TTL = 60_000;
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CONTAINER = /^(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
-
-/** A TypeError from this backend: `[leasehold] [azure-blob] <message>`. */
-export function typeError(message: string): never {
-  return fail(WHERE, message);
-}
 
 /** An account or container URL: http(s), no credentials, no query or fragment; without a trailing `/`. */
 function baseUrl(value: unknown, option: string): string {
