@@ -1,5 +1,6 @@
 // The azure-blob backend's options: their types, their checks, and the credential they resolve to.
 import type { FetchLike } from "../../backend.ts";
+import { check } from "../../options.ts";
 import { fetchOption, httpUrl } from "../shared/options.ts";
 import {
   type Auth,
@@ -119,11 +120,12 @@ export function blobPath(name: string): string {
 }
 
 export function checkTtl(ttl: number): void {
-  if (!Number.isFinite(ttl) || ttl < MIN_TTL || ttl > MAX_TTL) {
-    throw new RangeError(
-      `[leasehold] [${NAME}] ttl must be between ${MIN_TTL} and ${MAX_TTL} ms (Azure leases last 15-60 s), got ${ttl}`,
-    );
-  }
+  check(
+    Number.isFinite(ttl) && ttl >= MIN_TTL && ttl <= MAX_TTL,
+    WHERE,
+    `ttl must be between ${MIN_TTL} and ${MAX_TTL} ms (Azure leases last 15-60 s), got ${ttl}`,
+    RangeError,
+  );
 }
 
 export function checkNonce(nonce: string): void {
@@ -157,11 +159,13 @@ export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
         : `options have several credentials (${forms.join(", ")}); pass exactly one`,
     );
   }
+  for (const k of ["connectionString", "accountName", "accountKey", "sasToken", "prefix"]) {
+    if (o[k] !== undefined && typeof o[k] !== "string") typeError(`options.${k} must be a string`);
+  }
   let auth: Auth;
   let account: string;
   let container = o.container;
-  if (o.connectionString !== undefined) {
-    if (typeof o.connectionString !== "string") typeError("options.connectionString must be a string");
+  if (typeof o.connectionString === "string") {
     if (o.accountUrl !== undefined || o.containerUrl !== undefined || o.accountName !== undefined) {
       typeError("options.connectionString cannot be combined with accountUrl, containerUrl or accountName");
     }
@@ -186,15 +190,13 @@ export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
     }
     container = fromUrl;
     account = url.slice(0, cut);
-    auth = sasAuth(String(o.sasToken));
+    auth = sasAuth(o.sasToken as string);
   } else {
     account = baseUrl(o.accountUrl, "options.accountUrl");
-    if (o.accountKey !== undefined) {
-      if (typeof o.accountKey !== "string") typeError("options.accountKey must be a string");
+    if (typeof o.accountKey === "string") {
       if (typeof o.accountName !== "string") typeError("options.accountKey needs options.accountName");
       auth = sharedKeyAuth(o.accountName, o.accountKey);
-    } else if (o.sasToken !== undefined) {
-      if (typeof o.sasToken !== "string") typeError("options.sasToken must be a string");
+    } else if (typeof o.sasToken === "string") {
       auth = sasAuth(o.sasToken);
     } else {
       auth = bearerAuth(o.credential as TokenCredentialLike);
@@ -209,8 +211,7 @@ export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
       "options.container must be 3-63 characters: lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
     );
   }
-  const prefix = o.prefix ?? "";
-  if (typeof prefix !== "string") typeError("options.prefix must be a string");
+  const prefix = (o.prefix ?? "") as string;
   if (prefix !== "") blobPath(`${prefix}x`);
   const createContainer = o.createContainer === true;
   if (o.blobType !== undefined && o.blobType !== "page" && o.blobType !== "block") {
