@@ -107,14 +107,13 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   // that raiseFence needs no HEAD: the blob's type and, for a block blob, its ETag and counter.
   const fenced = new Map<string, BlobState>();
 
-  const pathOf = (key: string): string => blobPath(prefix + key);
+  /** The request target of lock `key`'s blob: `/` + its path. */
+  const pathOf = (key: string): string => `/${blobPath(prefix + key)}`;
   /** A Lease Blob request; `seconds` makes it an acquire, with `nonce` as the proposed lease id. */
   const lease = (path: string, action: string, nonce: string, signal?: AbortSignal, seconds?: number) =>
     call(
-      "lease",
       "PUT",
-      path,
-      "comp=lease",
+      `${path}?comp=lease`,
       seconds === undefined
         ? { "x-ms-lease-action": action, "x-ms-lease-id": nonce }
         : {
@@ -124,11 +123,10 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           },
       signal,
     );
-  const head = (op: string, path: string, signal: AbortSignal | undefined) =>
-    call(op, "HEAD", path, "", {}, signal);
+  const head = (path: string, signal: AbortSignal | undefined) => call("HEAD", path, {}, signal);
   /** A HEAD that must answer: the blob's state, or undefined when there is no blob (404). */
   async function read(op: string, key: string, path: string, signal: AbortSignal | undefined) {
-    const r = await head(op, path, signal);
+    const r = await head(path, signal);
     if (r.status === 404) return undefined;
     if (r.status !== 200) throw failure(op, key, r);
     return blobState(r, true)!;
@@ -148,7 +146,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           { backend: NAME, status: 404, retryable: false },
         );
       }
-      const r = await call("create container", "PUT", "", "restype=container", {}, signal);
+      const r = await call("PUT", "?restype=container", {}, signal);
       if (r.status !== 201 && !(r.status === 409 && errorCode(r) === "ContainerAlreadyExists")) {
         throw failure("create container for", key, r);
       }
@@ -157,10 +155,8 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     }
     const page = createPage;
     const r = await call(
-      "create blob",
       "PUT",
       path,
-      "",
       page
         ? { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" }
         : { "x-ms-blob-type": "BlockBlob", "if-none-match": "*" },
@@ -215,7 +211,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   ): Promise<number | null> {
     const op = raise === undefined ? "fence" : "raise fence for";
     const write = (what: string, query: string, h: Record<string, string>) =>
-      call(what, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal).then(
+      call("PUT", `${path}?${query}`, { "x-ms-lease-id": nonce, ...h }, signal).then(
         (r) => [what, r] as const,
       );
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -339,7 +335,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         // lease is ours the HEAD still describes the blob, unless another holder wrote it between
         // the two: the fence step's If-Match catches that. Only a granted lease waits for the HEAD.
         const granted = lease(path, "acquire", nonce, signal, Math.ceil(ttl / 1000));
-        const described = head("read", path, signal);
+        const described = head(path, signal);
         described.catch(() => {}); // ignored unless the lease is granted
         const r = await granted;
         if (r.status === 201 || r.status === 200) {

@@ -83,12 +83,13 @@ export function refusedBy(r: HttpReply, page: boolean): string | undefined {
   return page ? "a premium block blob account (BlockBlobStorage)" : "a premium page blob account";
 }
 
-/** One request to `path` (a blob, or "" for the container) with `query`; `op` names it in errors. */
+/**
+ * One request to the container URL + `target`: `/` + a blob path (as {@link blobPath} encodes it),
+ * then the query, such as `/locks%2Fa?comp=lease`, or only a query for the container itself.
+ */
 type Call = (
-  op: string,
   method: string,
-  path: string,
-  query: string,
+  target: string,
   headers: Record<string, string>,
   signal: AbortSignal | undefined,
 ) => Promise<HttpReply>;
@@ -103,8 +104,8 @@ export interface Container {
 /** The requests of one backend instance. */
 export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Container {
   const { secrets } = auth;
-  const call: Call = async (op, method, path, query, headers, signal) => {
-    const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
+  const call: Call = async (method, target, headers, signal) => {
+    const url = containerUrl + target;
     let req: { url: string; headers: Record<string, string> };
     try {
       // Every PUT here is body-less. Azure answers 411 to a PUT without Content-Length, and a
@@ -121,7 +122,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
       const cause = scrub(error, secrets);
       // A credential that timed out may answer next time; any other failure is taken as a refusal.
       const refused = !/Timeout|Abort/.test(cause.name);
-      throw new BackendError(`${op}: options.credential gave no token: ${cause.message}`, {
+      throw new BackendError(`options.credential gave no token: ${cause.message}`, {
         backend: NAME,
         retryable: !refused,
         auth: refused,
