@@ -210,47 +210,40 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     raise?: number,
   ): Promise<number | null> {
     const op = raise === undefined ? "fence" : "raise fence for";
-    const write = (what: string, query: string, h: Record<string, string>) =>
-      call("PUT", `${path}?${query}`, { "x-ms-lease-id": nonce, ...h }, signal).then(
-        (r) => [what, r] as const,
-      );
+    const write = (query: string, h: Record<string, string>) =>
+      call("PUT", `${path}?${query}`, { "x-ms-lease-id": nonce, ...h }, signal);
     for (let attempt = 0; attempt < 3; attempt++) {
       signal?.throwIfAborted(); // (a fetch need not reject at once when given an aborted signal)
       state ??= await read("read", key, path, signal);
       if (state === undefined) return null;
       let token: number;
-      let replies: (readonly [string, HttpReply])[];
-      if (state.page && raise !== undefined) {
-        // raiseFence on a page blob: the sequence number becomes max(itself, raise), in one
-        // request that leaves the metadata (the owner) alone.
-        replies = [
-          await write(op, "comp=properties", {
-            "x-ms-sequence-number-action": "max",
-            "x-ms-blob-sequence-number": String(raise),
-          }),
-        ];
-        token = raise;
-      } else if (state.page) {
-        // Page blob: the token is the sequence number, incremented by Set Blob Properties, which
-        // makes no blob version on an account with versioning. Set Blob Metadata does make one,
-        // so the owner is written only when it changed; when it did not, the increment is
-        // conditional on the HEAD's ETag, so an owner written by someone else since is caught.
+      let replies: HttpReply[];
+      if (state.page) {
+        // Page blob: the token is the sequence number, set by Set Blob Properties (acquire: + 1;
+        // raiseFence: max(itself, raise)), which makes no blob version on an account with
+        // versioning. Set Blob Metadata does make one, so acquire writes the owner only when it
+        // changed (raiseFence leaves it alone); when it did not, the increment is conditional on
+        // the HEAD's ETag, so an owner written by someone else since is caught.
         const same = state.owner === owner && state.etag !== "";
-        const increment = write(op, "comp=properties", {
-          "x-ms-sequence-number-action": "increment",
-          ...(same ? { "if-match": state.etag } : {}),
-        });
+        const increment = write(
+          "comp=properties",
+          raise !== undefined
+            ? { "x-ms-sequence-number-action": "max", "x-ms-blob-sequence-number": String(raise) }
+            : same
+              ? { "x-ms-sequence-number-action": "increment", "if-match": state.etag }
+              : { "x-ms-sequence-number-action": "increment" },
+        );
         // Set Blob Metadata replaces all metadata. On a blob whose type the HEAD did not name
         // (maybe a block blob, its counter in the metadata) it waits for the increment, which
         // only a page blob accepts; on a known page blob both go out together.
-        const setOwner = () => write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner });
-        if (same) replies = [await increment];
+        const setOwner = () => write("comp=metadata", { "x-ms-meta-owner": owner });
+        if (same || raise !== undefined) replies = [await increment];
         else if (state.known) replies = await Promise.all([increment, setOwner()]);
         else {
           const incremented = await increment;
-          replies = incremented[1].status === 200 ? [incremented, await setOwner()] : [incremented];
+          replies = incremented.status === 200 ? [incremented, await setOwner()] : [incremented];
         }
-        token = decimal(replies[0]![1], "x-ms-blob-sequence-number");
+        token = raise ?? decimal(replies[0]!, "x-ms-blob-sequence-number");
       } else {
         // Block blob: the counter (+ 1, or at least `raise`) and the owner in one metadata write,
         // conditional on the ETag the counter was read with, so the counter never goes back nor
@@ -267,18 +260,19 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           );
         }
         replies = [
-          await write(op, "comp=metadata", {
+          await write("comp=metadata", {
             "if-match": state.etag,
             "x-ms-meta-fence": String(token),
             "x-ms-meta-owner": owner,
           }),
         ];
       }
-      if (replies.some(([, r]) => notOurs(r))) return null;
+      // Whichever write failed, the fence step failed: the error names the step and the answer.
+      if (replies.some(notOurs)) return null;
       const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
-      const bad = replies.find(([, r]) => r.status !== 200 && !stale(r));
-      if (bad) throw failure(bad[0], key, bad[1]);
-      if (replies.some(([, r]) => stale(r))) {
+      const bad = replies.find((r) => r.status !== 200 && !stale(r));
+      if (bad) throw failure(op, key, bad);
+      if (replies.some(stale)) {
         state = undefined;
         continue;
       }
@@ -294,7 +288,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       fenced.set(key, {
         ...state,
         known: true,
-        etag: replies[0]![1].header("etag") ?? "",
+        etag: replies[0]!.header("etag") ?? "",
         owner,
         counter: token,
       });
