@@ -145,64 +145,70 @@ export interface ResolvedOptions {
   fetchFn: FetchLike;
 }
 
+/** The credential forms, for messages. */
+const FORMS =
+  "connectionString, accountUrl + accountName + accountKey, accountUrl or containerUrl + sasToken, or accountUrl + credential";
+
+/** Each credential option, and the options that may come with it (those of no other form). */
+const COMPANIONS: Record<string, string[]> = {
+  connectionString: [],
+  accountKey: ["accountUrl", "accountName"],
+  sasToken: ["accountUrl", "containerUrl"],
+  credential: ["accountUrl"],
+};
+
 /** Checks {@link AzureBlobOptions}: exactly one credential form, the container, prefix, blobType, fetch. */
 export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
   if (typeof options !== "object" || options === null) typeError("options must be an object");
   const o = options as unknown as Partial<Record<string, unknown>>;
-  const forms = ["connectionString", "accountKey", "sasToken", "credential"].filter(
-    (k) => o[k] !== undefined,
-  );
+  const forms = Object.keys(COMPANIONS).filter((k) => o[k] !== undefined);
   if (forms.length !== 1) {
     typeError(
       forms.length === 0
-        ? "options need one credential: connectionString, accountUrl + accountName + accountKey, accountUrl or containerUrl + sasToken, or accountUrl + credential"
+        ? `options need one credential: ${FORMS}`
         : `options have several credentials (${forms.join(", ")}); pass exactly one`,
     );
   }
+  const form = forms[0]!;
   for (const k of ["connectionString", "accountName", "accountKey", "sasToken", "prefix"]) {
     if (o[k] !== undefined && typeof o[k] !== "string") typeError(`options.${k} must be a string`);
+  }
+  for (const k of ["accountUrl", "containerUrl", "accountName"]) {
+    if (o[k] !== undefined && !COMPANIONS[form]!.includes(k))
+      typeError(`options.${k} does not go with options.${form} (one of: ${FORMS})`);
   }
   let auth: Auth;
   let account: string;
   let container = o.container;
-  if (typeof o.connectionString === "string") {
-    if (o.accountUrl !== undefined || o.containerUrl !== undefined || o.accountName !== undefined) {
-      typeError("options.connectionString cannot be combined with accountUrl, containerUrl or accountName");
-    }
-    const info = parseConnectionString(o.connectionString);
+  if (form === "connectionString") {
+    const info = parseConnectionString(o.connectionString as string);
     account = baseUrl(info.accountUrl, "the connection string's BlobEndpoint");
     auth =
       info.accountKey !== undefined
         ? sharedKeyAuth(info.accountName!, info.accountKey, "the connection string's AccountKey")
         : sasAuth(info.sasToken!, "the connection string's SharedAccessSignature");
-    auth.secrets.push(o.connectionString);
-  } else if (o.containerUrl !== undefined) {
-    if (o.sasToken === undefined || o.accountUrl !== undefined) {
-      typeError(
-        "options.containerUrl goes with options.sasToken only (use accountUrl for other credentials)",
-      );
-    }
-    const url = baseUrl(o.containerUrl, "options.containerUrl");
-    const cut = url.lastIndexOf("/");
-    const fromUrl = decodeURIComponent(url.slice(cut + 1));
-    if (container !== undefined && container !== fromUrl) {
-      typeError("options.container differs from the container in options.containerUrl");
-    }
-    container = fromUrl;
-    account = url.slice(0, cut);
-    auth = sasAuth(o.sasToken as string);
+    auth.secrets.push(o.connectionString as string);
   } else {
-    account = baseUrl(o.accountUrl, "options.accountUrl");
-    if (typeof o.accountKey === "string") {
-      if (typeof o.accountName !== "string") typeError("options.accountKey needs options.accountName");
-      auth = sharedKeyAuth(o.accountName, o.accountKey);
-    } else if (typeof o.sasToken === "string") {
-      auth = sasAuth(o.sasToken);
+    if (o.containerUrl !== undefined) {
+      if (o.accountUrl !== undefined)
+        typeError(`options.accountUrl does not go with options.containerUrl (one of: ${FORMS})`);
+      const url = baseUrl(o.containerUrl, "options.containerUrl");
+      const cut = url.lastIndexOf("/");
+      const fromUrl = decodeURIComponent(url.slice(cut + 1));
+      if (container !== undefined && container !== fromUrl) {
+        typeError("options.container differs from the container in options.containerUrl");
+      }
+      container = fromUrl;
+      account = url.slice(0, cut);
     } else {
-      auth = bearerAuth(o.credential as TokenCredentialLike);
+      account = baseUrl(o.accountUrl, "options.accountUrl");
     }
-    if (o.accountName !== undefined && o.accountKey === undefined) {
-      typeError("options.accountName goes with options.accountKey only");
+    if (form === "accountKey") {
+      if (o.accountName === undefined) typeError("options.accountKey needs options.accountName");
+      auth = sharedKeyAuth(o.accountName as string, o.accountKey as string);
+    } else {
+      auth =
+        form === "sasToken" ? sasAuth(o.sasToken as string) : bearerAuth(o.credential as TokenCredentialLike);
     }
   }
   if (container === undefined) typeError("options.container is required");

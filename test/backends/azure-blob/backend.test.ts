@@ -736,7 +736,17 @@ describe("azure-blob on Azurite", () => {
       [
         "connection string and accountUrl",
         { connectionString: az.connectionString, accountUrl: az.accountUrl, container: "locks" },
-        /cannot be combined/,
+        /options\.accountUrl does not go with options\.connectionString \(one of: connectionString, /,
+      ],
+      [
+        "containerUrl and accountUrl",
+        { containerUrl: `${az.accountUrl}/locks`, accountUrl: az.accountUrl, sasToken: "sv=1&sig=abcd" },
+        /options\.accountUrl does not go with options\.containerUrl/,
+      ],
+      [
+        "accountName with a SAS",
+        { containerUrl: `${az.accountUrl}/locks`, accountName: "acct", sasToken: "sv=1&sig=abcd" },
+        /options\.accountName does not go with options\.sasToken/,
       ],
       [
         "containerUrl and a different container",
