@@ -27,6 +27,7 @@ import {
   blobPath,
   checkNonce,
   checkTtl,
+  encodeOwner,
   MAX_TTL,
   MIN_TTL,
   NAME,
@@ -299,19 +300,6 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       backend: NAME,
       retryable: true,
     });
-  }
-
-  /** The owner as stored in the metadata: percent-encoded, at most 4 096 characters. */
-  function encodeOwner(owner: string): string {
-    let value: string;
-    try {
-      value = encodeURIComponent(owner);
-    } catch {
-      return typeError("owner is not well-formed Unicode");
-    }
-    if (value.length > 4096)
-      throw new RangeError(`[leasehold] [${NAME}] owner is too long for blob metadata`);
-    return value;
   }
 
   return {

@@ -133,6 +133,18 @@ export function checkNonce(nonce: string): void {
   if (typeof nonce !== "string" || !GUID.test(nonce)) typeError("nonce must be a GUID (crypto.randomUUID())");
 }
 
+/** The owner as stored in the metadata: percent-encoded, at most 4 096 characters. */
+export function encodeOwner(owner: string): string {
+  let value = "";
+  try {
+    value = encodeURIComponent(owner);
+  } catch {
+    typeError("owner is not well-formed Unicode");
+  }
+  check(value.length <= 4096, WHERE, "owner is too long for blob metadata", RangeError);
+  return value;
+}
+
 /** The options, checked and resolved: the credential, where the blobs live, and how to reach them. */
 export interface ResolvedOptions {
   auth: Auth;
