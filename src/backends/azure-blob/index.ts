@@ -186,7 +186,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       `create blob for ${JSON.stringify(key)}: the storage account refuses ${
         fixedType
           ? `${refusal}; use blobType "${page ? "block" : "page"}", or leave blobType unset to choose automatically`
-          : `${pageRefusal} and ${refusal}; use a general-purpose v2 account (with or without hierarchical namespace) or a premium block blob account`
+          : `${pageRefusal} and ${refusal}; use a general-purpose v2 or a premium block blob account`
       }`,
       { backend: NAME, status: r.status, retryable: false },
     );

@@ -136,7 +136,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     const code = redact(errorCode(r), secrets);
     const refused = authStatus(r.status);
     const hint = refused
-      ? ": check the account key, the SAS (it needs read, write and create) or the credential's role (Storage Blob Data Contributor)"
+      ? ": check the account key, the SAS (read, write and create) or the credential's role (Storage Blob Data Contributor)"
       : "";
     return new BackendError(
       `${op} ${JSON.stringify(key)} failed: HTTP ${r.status}${code === "" ? "" : ` ${code}`}${hint}`,
