@@ -59,8 +59,9 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
  * A contended acquire does not report the holder or a `retryAfter`.
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
- * credential forms, a malformed connection string, key or SAS throw a `TypeError` that names
- * the option and never quotes the secret. An account that refuses the blob type asked for is a
+ * credential forms, an option that does not go with the form given (such as `accountName` beside
+ * a `sasToken`), a malformed connection string, key or SAS throw a `TypeError` that names the
+ * option and never quotes the secret. An account that refuses the blob type asked for is a
  * non-retryable {@link BackendError} naming the account kind.
  *
  * @param options The container, one credential form, and `prefix`, `createContainer`, `blobType`, `fetch`.
