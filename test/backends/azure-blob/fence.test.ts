@@ -54,3 +54,24 @@ describe("the fence step of acquire", () => {
     }
   });
 });
+
+describe("raiseFence", () => {
+  // It wrote the counter with If-Match "" (and "NaN" for a malformed counter) where acquire's
+  // fence step refuses: a HEAD without an ETag (a proxy's answer) comes from a fetch double.
+  it("on a block blob whose HEAD has no ETag, is a retryable error and writes nothing", async () => {
+    const writes: string[] = [];
+    const b = azure(
+      azureFetch((what) => {
+        if (what === "HEAD") return reply(200, { "x-ms-blob-type": "BlockBlob", "x-ms-meta-fence": "5" });
+        writes.push(what);
+        return reply(200, { etag: '"0x2"' });
+      }),
+    );
+    const error = await b.raiseFence!({ key: "k", owner: "o", nonce: crypto.randomUUID(), token: 9 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ name: "BackendError", retryable: true });
+    expect((error as Error).message).toContain("no usable ETag");
+    expect(writes).toEqual([]);
+  });
+});
