@@ -1,5 +1,5 @@
-// The fence step of the azure-blob acquire (src/backends/azure-blob/index.ts): after the lease is
-// taken, the token comes from the page blob's sequence number. Faults Azurite cannot produce on
+// The fence step of the azure-blob acquire and raiseFence (src/backends/azure-blob/index.ts):
+// after the lease is taken, the token comes from the page blob's sequence number. Faults Azurite cannot produce on
 // demand (a failing fence write, a hung give-back, a malformed header) come from a fetch double.
 import { describe, expect, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
