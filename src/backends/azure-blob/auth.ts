@@ -1,6 +1,6 @@
 // Azure Storage credentials for the azure-blob backend: connection strings, SharedKey signing with
 // WebCrypto, SAS tokens and bearer tokens from a TokenCredential. Internal: not a package entry.
-import { fail as failAt } from "../../options.ts";
+import { fail } from "../../options.ts";
 import { abortable } from "../../signals.ts";
 
 /**
@@ -47,23 +47,14 @@ const SCOPE = "https://storage.azure.com/.default";
 const REFRESH_MARGIN = 120_000;
 const enc = new TextEncoder();
 
-function fail(message: string): never {
-  return failAt("[azure-blob]", message);
+/** A TypeError from this backend: `[leasehold] [azure-blob] <message>`. */
+export function typeError(message: string): never {
+  return fail("[azure-blob]", message);
 }
 
-/** Whether `s` is standard base64 that decodes to at least one byte. */
-function isBase64(s: string): boolean {
-  return s.length % 4 === 0 && /^[A-Za-z0-9+/]+={0,2}$/.test(s);
-}
-
-function base64ToBytes(s: string): Uint8Array<ArrayBuffer> {
-  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
-}
-
-function bytesToBase64(bytes: ArrayBuffer): string {
-  let s = "";
-  for (const b of new Uint8Array(bytes)) s += String.fromCharCode(b);
-  return btoa(s);
+/** The TypeError for a connection string that cannot be read; it never quotes the string. */
+function malformed(what: string): never {
+  return typeError(`options.connectionString is malformed: ${what}`);
 }
 
 /** The pieces of a storage connection string that leasehold uses. */
@@ -85,7 +76,7 @@ export function parseConnectionString(text: string): ConnectionInfo {
   for (const part of text.split(";")) {
     if (part.trim() === "") continue;
     const eq = part.indexOf("=");
-    if (eq <= 0) fail("options.connectionString is malformed: expected Key=Value pairs separated by ';'");
+    if (eq <= 0) malformed("expected Key=Value pairs separated by ';'");
     fields.set(part.slice(0, eq).trim().toLowerCase(), part.slice(eq + 1).trim());
   }
   if (fields.get("usedevelopmentstorage")?.toLowerCase() === "true") {
@@ -101,20 +92,20 @@ export function parseConnectionString(text: string): ConnectionInfo {
   let accountUrl = fields.get("blobendpoint");
   if (accountUrl === undefined) {
     if (!accountName) {
-      fail("options.connectionString is malformed: it needs AccountName or BlobEndpoint");
+      malformed("it needs AccountName or BlobEndpoint");
     }
     const protocol = (fields.get("defaultendpointsprotocol") ?? "https").toLowerCase();
     if (protocol !== "https" && protocol !== "http") {
-      fail("options.connectionString is malformed: DefaultEndpointsProtocol must be https or http");
+      malformed("DefaultEndpointsProtocol must be https or http");
     }
     accountUrl = `${protocol}://${accountName}.blob.${fields.get("endpointsuffix") ?? "core.windows.net"}`;
   }
   if (accountKey !== undefined) {
-    if (!accountName) fail("options.connectionString is malformed: AccountKey needs AccountName");
+    if (!accountName) malformed("AccountKey needs AccountName");
     return { accountUrl, accountName, accountKey };
   }
   if (sasToken !== undefined) return { accountUrl, sasToken };
-  return fail("options.connectionString is malformed: it needs AccountKey or SharedAccessSignature");
+  return malformed("it needs AccountKey or SharedAccessSignature");
 }
 
 /**
@@ -123,9 +114,12 @@ export function parseConnectionString(text: string): ConnectionInfo {
  * `/devstoreaccount1/devstoreaccount1/container/blob`) and host-style URLs both sign right.
  */
 export function sharedKeyAuth(accountName: string, accountKey: string, option = "options.accountKey"): Auth {
-  if (!isBase64(accountKey)) fail(`${option} is not a base64 storage account key`);
+  // Standard base64 of at least one byte.
+  if (accountKey.length % 4 !== 0 || !/^[A-Za-z0-9+/]+={0,2}$/.test(accountKey)) {
+    typeError(`${option} is not a base64 storage account key`);
+  }
   if (!/^[a-z0-9]{3,24}$/.test(accountName)) {
-    fail("options.accountName must be 3-24 lowercase letters and digits");
+    typeError("options.accountName must be 3-24 lowercase letters and digits");
   }
   let key: Promise<CryptoKey> | undefined;
   return {
@@ -133,7 +127,7 @@ export function sharedKeyAuth(accountName: string, accountKey: string, option = 
     async authorize(method, url, headers) {
       key ??= crypto.subtle.importKey(
         "raw",
-        base64ToBytes(accountKey),
+        Uint8Array.from(atob(accountKey), (c) => c.charCodeAt(0)),
         { name: "HMAC", hash: "SHA-256" },
         false,
         ["sign"],
@@ -143,13 +137,32 @@ export function sharedKeyAuth(accountName: string, accountKey: string, option = 
         await key,
         enc.encode(stringToSign(accountName, method, url, headers)),
       );
-      headers.authorization = `SharedKey ${accountName}:${bytesToBase64(signature)}`;
+      headers.authorization = `SharedKey ${accountName}:${btoa(String.fromCharCode(...new Uint8Array(signature)))}`;
       return { url, headers };
     },
   };
 }
 
-/** The SharedKey StringToSign for a request whose header names are all lower-case. */
+/** The standard headers of a SharedKey StringToSign, in order: one line each, empty when absent. */
+const SIGNED = [
+  "content-encoding",
+  "content-language",
+  "content-length",
+  "content-md5",
+  "content-type",
+  "date",
+  "if-modified-since",
+  "if-match",
+  "if-none-match",
+  "if-unmodified-since",
+  "range",
+];
+
+/**
+ * The SharedKey StringToSign for a request whose header names are all lower-case and whose query
+ * has lower-case names, none of them repeated or a prefix of another, as leasehold's (`comp=lease`,
+ * `restype=container`).
+ */
 export function stringToSign(
   accountName: string,
   method: string,
@@ -157,37 +170,20 @@ export function stringToSign(
   headers: Record<string, string>,
 ): string {
   const u = new URL(url);
-  const get = (name: string): string => headers[name] ?? "";
-  const length = get("content-length");
-  const standard = [
-    method.toUpperCase(),
-    get("content-encoding"),
-    get("content-language"),
-    length === "0" ? "" : length,
-    get("content-md5"),
-    get("content-type"),
-    get("date"),
-    get("if-modified-since"),
-    get("if-match"),
-    get("if-none-match"),
-    get("if-unmodified-since"),
-    get("range"),
-  ];
+  // A Content-Length of 0 signs as an empty line (API version 2015-02-21 and later).
+  const standard = SIGNED.map((n) =>
+    n === "content-length" && headers[n] === "0" ? "" : (headers[n] ?? ""),
+  );
   const msHeaders = Object.keys(headers)
     .filter((n) => n.startsWith("x-ms-"))
     .sort()
     .map((n) => `${n}:${headers[n]!.replace(/\s+/g, " ").trim()}\n`)
     .join("");
-  const query = new Map<string, string[]>();
+  const params: string[] = [];
   u.searchParams.forEach((value, name) => {
-    const n = name.toLowerCase();
-    query.set(n, [...(query.get(n) ?? []), value]);
+    params.push(`\n${name}:${value}`);
   });
-  const params = [...query.keys()]
-    .sort()
-    .map((n) => `\n${n}:${query.get(n)!.sort().join(",")}`)
-    .join("");
-  return `${standard.join("\n")}\n${msHeaders}/${accountName}${u.pathname}${params}`;
+  return `${method.toUpperCase()}\n${standard.join("\n")}\n${msHeaders}/${accountName}${u.pathname}${params.sort().join("")}`;
 }
 
 /** SAS: the token is appended to the query; no Authorization header. */
@@ -195,16 +191,12 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
   const token = sasToken.startsWith("?") ? sasToken.slice(1) : sasToken;
   const sig = new URLSearchParams(token).get("sig");
   if (!sig || !/^[^?#\s]+$/.test(token)) {
-    fail(`${option} must be a SAS query string such as "sv=...&sig=..." (with a sig parameter)`);
+    typeError(`${option} must be a SAS query string such as "sv=...&sig=..." (with a sig parameter)`);
   }
   return {
-    secrets: [
-      sasToken,
-      token,
-      sig,
-      encodeURIComponent(sig),
-      ...token.split("&").filter((p) => p.startsWith("sig=")),
-    ],
+    // The token covers `sasToken` (it is that, less a leading "?"), and redaction covers each
+    // secret's URL-encoded form; the sig parameter as sent may be encoded otherwise.
+    secrets: [token, sig, ...token.split("&").filter((p) => p.startsWith("sig="))],
     async authorize(_method, url, headers) {
       return { url: `${url}${url.includes("?") ? "&" : "?"}${token}`, headers };
     },
@@ -218,7 +210,7 @@ export function sasAuth(sasToken: string, option = "options.sasToken"): Auth {
  */
 export function bearerAuth(credential: TokenCredentialLike): Auth {
   if (typeof credential?.getToken !== "function") {
-    fail("options.credential must have a getToken(scopes) method, like @azure/identity's credentials");
+    typeError("options.credential must have a getToken(scopes) method, like @azure/identity's credentials");
   }
   const secrets: string[] = [];
   let cached: { token: string; expiresOnTimestamp: number } | undefined;
@@ -234,12 +226,12 @@ export function bearerAuth(credential: TokenCredentialLike): Auth {
         });
         const got = await (signal ? abortable(pending, signal) : pending);
         if (!got || typeof got.token !== "string" || got.token === "") {
-          fail("options.credential.getToken returned no token");
+          typeError("options.credential.getToken returned no token");
         }
         // A token that cannot be a header value (CR/LF, control or non-ASCII characters) would
         // make fetch throw "invalid header value", which may quote it: refuse it here, unquoted.
         if (!/^[\x20-\x7e]+$/.test(got.token)) {
-          fail(
+          typeError(
             "options.credential.getToken returned a token that cannot be sent as a header value (characters outside visible ASCII and space)",
           );
         }

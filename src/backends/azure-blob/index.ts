@@ -21,16 +21,17 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import type { HttpReply } from "../shared/http.ts";
+import { typeError } from "./auth.ts";
 import {
   type AzureBlobOptions,
   blobPath,
   checkNonce,
   checkTtl,
+  encodeOwner,
   MAX_TTL,
   MIN_TTL,
   NAME,
   resolveOptions,
-  typeError,
 } from "./options.ts";
 import {
   type BlobState,
@@ -38,7 +39,6 @@ import {
   container as containerOf,
   decimal,
   errorCode,
-  leaseGone,
   notOurs,
   refusedBy,
 } from "./rest.ts";
@@ -59,8 +59,9 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
  * A contended acquire does not report the holder or a `retryAfter`.
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
- * credential forms, a malformed connection string, key or SAS throw a `TypeError` that names
- * the option and never quotes the secret. An account that refuses the blob type asked for is a
+ * credential forms, an option that does not go with the form given (such as `accountName` beside
+ * a `sasToken`), a malformed connection string, key or SAS throw a `TypeError` that names the
+ * option and never quotes the secret. An account that refuses the blob type asked for is a
  * non-retryable {@link BackendError} naming the account kind.
  *
  * @param options The container, one credential form, and `prefix`, `createContainer`, `blobType`, `fetch`.
@@ -100,18 +101,38 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
 export function azureBlob(options: AzureBlobOptions): Backend {
   const resolved = resolveOptions(options);
   const { container, prefix, createContainer, blobType: fixedType } = resolved;
-  const { call, failure, leaseRequest, head, giveBack } = containerOf(resolved);
+  const { call, failure } = containerOf(resolved);
   // The type new lock blobs are created as; unset blobType starts with page and switches once.
   let createPage = fixedType !== "block";
+  let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
   // What the last fence step of this backend learned per lock name (the last 4 096 names), so
   // that raiseFence needs no HEAD: the blob's type and, for a block blob, its ETag and counter.
-  const fenced = new Map<string, { page: boolean; etag: string; counter: number }>();
-  const remember = (key: string, blob: { page: boolean; etag: string; counter: number }): void => {
-    fenced.delete(key);
-    fenced.set(key, blob);
-    if (fenced.size > 4_096) fenced.delete(fenced.keys().next().value as string);
-  };
-  let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
+  const fenced = new Map<string, BlobState>();
+
+  /** The request target of lock `key`'s blob: `/` + its path. */
+  const pathOf = (key: string): string => `/${blobPath(prefix + key)}`;
+  /** A Lease Blob request; `seconds` makes it an acquire, with `nonce` as the proposed lease id. */
+  const lease = (path: string, action: string, nonce: string, signal?: AbortSignal, seconds?: number) =>
+    call(
+      "PUT",
+      `${path}?comp=lease`,
+      seconds === undefined
+        ? { "x-ms-lease-action": action, "x-ms-lease-id": nonce }
+        : {
+            "x-ms-lease-action": action,
+            "x-ms-lease-duration": `${seconds}`,
+            "x-ms-proposed-lease-id": nonce,
+          },
+      signal,
+    );
+  const head = (path: string, signal: AbortSignal | undefined) => call("HEAD", path, {}, signal);
+  /** A HEAD that must answer: the blob's state, or undefined when there is no blob (404). */
+  async function read(op: string, key: string, path: string, signal: AbortSignal | undefined) {
+    const r = await head(path, signal);
+    if (r.status === 404) return undefined;
+    if (r.status !== 200) throw failure(op, key, r);
+    return blobState(r, true)!;
+  }
 
   /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
   async function create(
@@ -127,7 +148,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           { backend: NAME, status: 404, retryable: false },
         );
       }
-      const r = await call("create container", "PUT", "", "restype=container", {}, signal);
+      const r = await call("PUT", "?restype=container", {}, signal);
       if (r.status !== 201 && !(r.status === 409 && errorCode(r) === "ContainerAlreadyExists")) {
         throw failure("create container for", key, r);
       }
@@ -136,10 +157,8 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     }
     const page = createPage;
     const r = await call(
-      "create blob",
       "PUT",
       path,
-      "",
       page
         ? { "x-ms-blob-type": "PageBlob", "x-ms-blob-content-length": "0", "if-none-match": "*" }
         : { "x-ms-blob-type": "BlockBlob", "if-none-match": "*" },
@@ -155,33 +174,33 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     ) {
       return;
     }
-    if (r.status === 404 && rc === "ContainerNotFound") return create(key, path, "ContainerNotFound", signal);
+    if (r.status === 404 && rc === "ContainerNotFound") return create(key, path, rc, signal);
     const kind = refusedBy(r, page);
     if (kind === undefined) throw failure("create blob for", key, r);
-    const refusal = `HTTP ${r.status} ${rc}: ${kind}`;
+    const refusal = `${page ? "page" : "block"} blobs (HTTP ${r.status} ${rc}: ${kind})`;
     if (page && fixedType === undefined) {
       pageRefusal = refusal;
       createPage = false; // this account has no page blobs: block blobs from now on
       return create(key, path, "BlobNotFound", signal);
     }
     throw new BackendError(
-      `create blob for ${JSON.stringify(key)}: ${
-        fixedType === "page"
-          ? `the storage account refuses page blobs (${refusal}); use blobType "block", or leave blobType unset to switch automatically`
-          : fixedType === "block"
-            ? `the storage account refuses block blobs (${refusal}); use blobType "page", or leave blobType unset`
-            : `the storage account refuses page blobs (${pageRefusal}) and block blobs (${refusal}); use a general-purpose v2 account (with or without hierarchical namespace) or a premium block blob account`
+      `create blob for ${JSON.stringify(key)}: the storage account refuses ${
+        fixedType
+          ? `${refusal}; use blobType "${page ? "block" : "page"}", or leave blobType unset to choose automatically`
+          : `${pageRefusal} and ${refusal}; use a general-purpose v2 or a premium block blob account`
       }`,
       { backend: NAME, status: r.status, retryable: false },
     );
   }
 
   /**
-   * The fence step of acquire, under our lease `nonce`: the token, or null when the lease is not
-   * ours any more. `state` comes from the HEAD sent with the lease and may predate the lease, so
-   * every write that relies on it is conditional on its ETag; 412 ConditionNotMet means another
-   * holder wrote in between, and we read again (now under our lease, so nobody else can write)
-   * and write again. The fence follows the existing blob's type, whatever `blobType` says.
+   * The fence step under our lease `nonce`, for acquire (`raise` undefined: the token is one more
+   * than the blob's) and raiseFence (the token becomes at least `raise`): the token, or null when
+   * the lease is not ours any more. `state` comes from the HEAD sent with the lease, or from the
+   * last fence step, and may be out of date, so every write that relies on it is conditional on
+   * its ETag; 412 ConditionNotMet means another holder wrote in between, and we read again (now
+   * under our lease, so nobody else can write) and write again. The fence follows the existing
+   * blob's type, whatever `blobType` says.
    */
   async function fence(
     key: string,
@@ -190,47 +209,51 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     owner: string,
     state: BlobState | undefined,
     signal: AbortSignal | undefined,
+    raise?: number,
   ): Promise<number | null> {
-    const write = (op: string, query: string, h: Record<string, string>) =>
-      call(op, "PUT", path, query, { "x-ms-lease-id": nonce, ...h }, signal).then((r) => [op, r] as const);
+    const op = raise === undefined ? "fence" : "raise fence for";
+    const write = (query: string, h: Record<string, string>) =>
+      call("PUT", `${path}?${query}`, { "x-ms-lease-id": nonce, ...h }, signal);
     for (let attempt = 0; attempt < 3; attempt++) {
       signal?.throwIfAborted(); // (a fetch need not reject at once when given an aborted signal)
-      if (state === undefined) {
-        const h = await head(path, signal);
-        if (h.status === 404) return null;
-        if (h.status !== 200) throw failure("read", key, h);
-        state = blobState(h, true)!;
-      }
+      state ??= await read("read", key, path, signal);
+      if (state === undefined) return null;
       let token: number;
-      let replies: (readonly [string, HttpReply])[];
+      let replies: HttpReply[];
       if (state.page) {
-        // Page blob: the token is the sequence number, incremented by Set Blob Properties, which
-        // makes no blob version on an account with versioning. Set Blob Metadata does make one,
-        // so the owner is written only when it changed; when it did not, the increment is
-        // conditional on the HEAD's ETag, so an owner written by someone else since is caught.
+        // Page blob: the token is the sequence number, set by Set Blob Properties (acquire: + 1;
+        // raiseFence: max(itself, raise)), which makes no blob version on an account with
+        // versioning. Set Blob Metadata does make one, so acquire writes the owner only when it
+        // changed (raiseFence leaves it alone); when it did not, the increment is conditional on
+        // the HEAD's ETag, so an owner written by someone else since is caught.
         const same = state.owner === owner && state.etag !== "";
-        const increment = write("fence", "comp=properties", {
-          "x-ms-sequence-number-action": "increment",
-          ...(same ? { "if-match": state.etag } : {}),
-        });
+        const increment = write(
+          "comp=properties",
+          raise !== undefined
+            ? { "x-ms-sequence-number-action": "max", "x-ms-blob-sequence-number": String(raise) }
+            : same
+              ? { "x-ms-sequence-number-action": "increment", "if-match": state.etag }
+              : { "x-ms-sequence-number-action": "increment" },
+        );
         // Set Blob Metadata replaces all metadata. On a blob whose type the HEAD did not name
         // (maybe a block blob, its counter in the metadata) it waits for the increment, which
         // only a page blob accepts; on a known page blob both go out together.
-        const setOwner = () => write("set owner of", "comp=metadata", { "x-ms-meta-owner": owner });
-        if (same) replies = [await increment];
+        const setOwner = () => write("comp=metadata", { "x-ms-meta-owner": owner });
+        if (same || raise !== undefined) replies = [await increment];
         else if (state.known) replies = await Promise.all([increment, setOwner()]);
         else {
-          const fenced = await increment;
-          replies = fenced[1].status === 200 ? [fenced, await setOwner()] : [fenced];
+          const incremented = await increment;
+          replies = incremented.status === 200 ? [incremented, await setOwner()] : [incremented];
         }
-        token = decimal(replies[0]![1], "x-ms-blob-sequence-number");
+        token = raise ?? decimal(replies[0]!, "x-ms-blob-sequence-number");
       } else {
-        // Block blob: counter + 1 and the owner in one metadata write, conditional on the ETag
-        // the counter was read with, so the counter never goes back nor repeats.
-        token = state.counter + 1;
+        // Block blob: the counter (+ 1, or at least `raise`) and the owner in one metadata write,
+        // conditional on the ETag the counter was read with, so the counter never goes back nor
+        // repeats.
+        token = raise === undefined ? state.counter + 1 : Math.max(raise, state.counter);
         if (!Number.isSafeInteger(token) || state.etag === "") {
           throw new BackendError(
-            `fence ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,
+            `${op} ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,
             {
               backend: NAME,
               status: 200,
@@ -239,32 +262,42 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           );
         }
         replies = [
-          await write("fence", "comp=metadata", {
+          await write("comp=metadata", {
             "if-match": state.etag,
             "x-ms-meta-fence": String(token),
             "x-ms-meta-owner": owner,
           }),
         ];
       }
-      if (replies.some(([, r]) => leaseGone(r))) return null;
+      // Whichever write failed, the fence step failed: the error names the step and the answer.
+      if (replies.some(notOurs)) return null;
       const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
-      const bad = replies.find(([, r]) => r.status !== 200 && !stale(r));
-      if (bad) throw failure(bad[0], key, bad[1]);
-      if (replies.some(([, r]) => stale(r))) {
+      const bad = replies.find((r) => r.status !== 200 && !stale(r));
+      if (bad) throw failure(op, key, bad);
+      if (replies.some(stale)) {
         state = undefined;
         continue;
       }
       if (!(Number.isSafeInteger(token) && token > 0)) {
-        throw new BackendError(`fence ${JSON.stringify(key)}: the reply has no sequence number`, {
+        throw new BackendError(`${op} ${JSON.stringify(key)}: the reply has no sequence number`, {
           backend: NAME,
           status: 200,
           retryable: true,
         });
       }
-      remember(key, { page: state.page, etag: replies[0]![1].header("etag") ?? "", counter: token });
+      // For raiseFence: the blob's type and, for a block blob, the ETag and counter it has now.
+      fenced.delete(key);
+      fenced.set(key, {
+        ...state,
+        known: true,
+        etag: replies[0]!.header("etag") ?? "",
+        owner,
+        counter: token,
+      });
+      if (fenced.size > 4_096) fenced.delete(fenced.keys().next().value as string);
       return token;
     }
-    throw new BackendError(`fence ${JSON.stringify(key)}: the blob kept changing under our lease`, {
+    throw new BackendError(`${op} ${JSON.stringify(key)}: the blob kept changing under our lease`, {
       backend: NAME,
       retryable: true,
     });
@@ -277,26 +310,14 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
       checkTtl(ttl);
       checkNonce(nonce);
-      const path = blobPath(prefix + key);
-      let ownerValue: string;
-      try {
-        ownerValue = encodeURIComponent(owner);
-      } catch {
-        return typeError("owner is not well-formed Unicode");
-      }
-      if (ownerValue.length > 4096)
-        throw new RangeError(`[leasehold] [${NAME}] owner is too long for blob metadata`);
-      const headers = {
-        "x-ms-lease-action": "acquire",
-        "x-ms-lease-duration": String(Math.ceil(ttl / 1000)),
-        "x-ms-proposed-lease-id": nonce,
-      };
+      const path = pathOf(key);
+      const ownerValue = encodeOwner(owner);
       let state: BlobState | undefined;
       for (let attempt = 0; ; attempt++) {
         // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the
         // lease is ours the HEAD still describes the blob, unless another holder wrote it between
         // the two: the fence step's If-Match catches that. Only a granted lease waits for the HEAD.
-        const granted = leaseRequest(path, headers, signal);
+        const granted = lease(path, "acquire", nonce, signal, Math.ceil(ttl / 1000));
         const described = head(path, signal);
         described.catch(() => {}); // ignored unless the lease is granted
         const r = await granted;
@@ -309,27 +330,21 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
         await create(key, path, errorCode(r), signal);
       }
-      // The lease is ours. On any failure, and when it turns out lost, give it back.
-      let token: number | null;
+      // The lease is ours. When it turns out lost, and on any failure, give it back in the
+      // background: the caller's time bound must not wait for that.
+      let token: number | null = null;
       try {
         token = await fence(key, path, nonce, ownerValue, state, signal);
-      } catch (error) {
-        giveBack(path, nonce);
-        throw error;
+      } finally {
+        if (token === null) lease(path, "release", nonce, AbortSignal.timeout(5_000)).catch(() => {});
       }
-      if (token !== null) return { ok: true, token };
-      giveBack(path, nonce);
-      return { ok: false };
+      return token === null ? { ok: false } : { ok: true, token };
     },
 
     async renew({ key, nonce, ttl, signal }): Promise<boolean> {
       checkTtl(ttl);
       checkNonce(nonce);
-      const r = await leaseRequest(
-        blobPath(prefix + key),
-        { "x-ms-lease-action": "renew", "x-ms-lease-id": nonce },
-        signal,
-      );
+      const r = await lease(pathOf(key), "renew", nonce, signal);
       if (r.status === 200) return true;
       if (notOurs(r)) return false;
       throw failure("renew", key, r);
@@ -337,11 +352,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
 
     async release({ key, nonce, signal }): Promise<void> {
       checkNonce(nonce);
-      const r = await leaseRequest(
-        blobPath(prefix + key),
-        { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
-        signal,
-      );
+      const r = await lease(pathOf(key), "release", nonce, signal);
       if (r.status === 200 || notOurs(r)) return;
       throw failure("release", key, r);
     },
@@ -349,76 +360,20 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     async raiseFence({ key, owner, nonce, token, signal }): Promise<boolean> {
       checkNonce(nonce);
       if (!(Number.isSafeInteger(token) && token > 0)) typeError("token must be a positive integer");
-      const path = blobPath(prefix + key);
-      let blob = fenced.get(key);
-      for (let attempt = 0; attempt < 3; attempt++) {
-        if (blob === undefined || (!blob.page && blob.etag === "")) {
-          const h = await head(path, signal);
-          if (h.status === 404) return false;
-          if (h.status !== 200) throw failure("read", key, h);
-          blob = blobState(h, true)!;
-        }
-        // Page blob: the sequence number becomes max(itself, token), in one request under our
-        // lease. Block blob: the counter and the owner in one metadata write under our lease,
-        // conditional on the ETag the counter was read with (so it never goes back).
-        const r = blob.page
-          ? await call(
-              "raise fence for",
-              "PUT",
-              path,
-              "comp=properties",
-              {
-                "x-ms-lease-id": nonce,
-                "x-ms-sequence-number-action": "max",
-                "x-ms-blob-sequence-number": String(token),
-              },
-              signal,
-            )
-          : await call(
-              "raise fence for",
-              "PUT",
-              path,
-              "comp=metadata",
-              {
-                "x-ms-lease-id": nonce,
-                "if-match": blob.etag,
-                "x-ms-meta-fence": String(Math.max(token, blob.counter)),
-                "x-ms-meta-owner": encodeURIComponent(owner),
-              },
-              signal,
-            );
-        if (leaseGone(r)) return false;
-        if (r.status === 412 && errorCode(r) === "ConditionNotMet") {
-          blob = undefined; // written by someone else since we read it: read again
-          continue;
-        }
-        if (r.status !== 200) throw failure("raise fence for", key, r);
-        remember(key, {
-          page: blob.page,
-          etag: r.header("etag") ?? "",
-          counter: Math.max(token, blob.counter),
-        });
-        return true;
-      }
-      throw new BackendError(`raise fence for ${JSON.stringify(key)}: the blob kept changing`, {
-        backend: NAME,
-        retryable: true,
-      });
+      // A block blob without a known ETag is read again (a HEAD) before its counter is written.
+      const blob = fenced.get(key);
+      const known = blob?.page || blob?.etag ? blob : undefined;
+      return (await fence(key, pathOf(key), nonce, encodeOwner(owner), known, signal, token)) !== null;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {
-      const r = await call("inspect", "HEAD", blobPath(prefix + key), "", {}, signal);
-      if (r.status === 404) return null;
-      if (r.status !== 200) throw failure("inspect", key, r);
-      const state = r.header("x-ms-lease-state");
-      if (state !== "leased" && state !== "breaking") return null;
-      const raw = r.header("x-ms-meta-owner") ?? "";
-      let owner = raw;
+      const blob = await read("inspect", key, pathOf(key), signal);
+      if (!blob?.leased) return null;
+      let owner = blob.owner ?? "";
       try {
-        owner = decodeURIComponent(raw);
+        owner = decodeURIComponent(owner);
       } catch {}
-      const { counter } = blobState(r, true)!;
-      return { owner, token: Number.isSafeInteger(counter) ? counter : 0 };
+      return { owner, token: Number.isSafeInteger(blob.counter) ? blob.counter : 0 };
     },
   };
 }

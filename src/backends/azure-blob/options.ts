@@ -1,6 +1,6 @@
 // The azure-blob backend's options: their types, their checks, and the credential they resolve to.
 import type { FetchLike } from "../../backend.ts";
-import { fail } from "../../options.ts";
+import { check } from "../../options.ts";
 import { fetchOption, httpUrl } from "../shared/options.ts";
 import {
   type Auth,
@@ -9,6 +9,7 @@ import {
   sasAuth,
   sharedKeyAuth,
   type TokenCredentialLike,
+  typeError,
 } from "./auth.ts";
 
 /** Options every credential form shares. */
@@ -87,11 +88,6 @@ export const MAX_TTL = 60_000;
 const GUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const CONTAINER = /^(?=.{3,63}$)[a-z0-9]+(?:-[a-z0-9]+)*$/;
 
-/** A TypeError from this backend: `[leasehold] [azure-blob] <message>`. */
-export function typeError(message: string): never {
-  return fail(WHERE, message);
-}
-
 /** An account or container URL: http(s), no credentials, no query or fragment; without a trailing `/`. */
 function baseUrl(value: unknown, option: string): string {
   const u = httpUrl(WHERE, option, value);
@@ -124,16 +120,29 @@ export function blobPath(name: string): string {
 }
 
 export function checkTtl(ttl: number): void {
-  if (!Number.isFinite(ttl) || ttl < MIN_TTL || ttl > MAX_TTL) {
-    throw new RangeError(
-      `[leasehold] [${NAME}] ttl must be between ${MIN_TTL} and ${MAX_TTL} ms (Azure leases last 15-60 s), got ${ttl}`,
-    );
-  }
+  check(
+    Number.isFinite(ttl) && ttl >= MIN_TTL && ttl <= MAX_TTL,
+    WHERE,
+    `ttl must be between ${MIN_TTL} and ${MAX_TTL} ms (Azure leases last 15-60 s), got ${ttl}`,
+    RangeError,
+  );
 }
 
 export function checkNonce(nonce: string): void {
   // A non-GUID lease id is a 400 on Azure and corrupts the blob on Azurite: never send one.
   if (typeof nonce !== "string" || !GUID.test(nonce)) typeError("nonce must be a GUID (crypto.randomUUID())");
+}
+
+/** The owner as stored in the metadata: percent-encoded, at most 4 096 characters. */
+export function encodeOwner(owner: string): string {
+  let value = "";
+  try {
+    value = encodeURIComponent(owner);
+  } catch {
+    typeError("owner is not well-formed Unicode");
+  }
+  check(value.length <= 4096, WHERE, "owner is too long for blob metadata", RangeError);
+  return value;
 }
 
 /** The options, checked and resolved: the credential, where the blobs live, and how to reach them. */
@@ -148,64 +157,70 @@ export interface ResolvedOptions {
   fetchFn: FetchLike;
 }
 
+/** The credential forms, for messages. */
+const FORMS =
+  "connectionString, accountUrl + accountName + accountKey, accountUrl or containerUrl + sasToken, or accountUrl + credential";
+
+/** Each credential option, and the options that may come with it (those of no other form). */
+const COMPANIONS: Record<string, string[]> = {
+  connectionString: [],
+  accountKey: ["accountUrl", "accountName"],
+  sasToken: ["accountUrl", "containerUrl"],
+  credential: ["accountUrl"],
+};
+
 /** Checks {@link AzureBlobOptions}: exactly one credential form, the container, prefix, blobType, fetch. */
 export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
   if (typeof options !== "object" || options === null) typeError("options must be an object");
   const o = options as unknown as Partial<Record<string, unknown>>;
-  const forms = ["connectionString", "accountKey", "sasToken", "credential"].filter(
-    (k) => o[k] !== undefined,
-  );
+  const forms = Object.keys(COMPANIONS).filter((k) => o[k] !== undefined);
   if (forms.length !== 1) {
     typeError(
       forms.length === 0
-        ? "options need one credential: connectionString, accountUrl + accountName + accountKey, accountUrl or containerUrl + sasToken, or accountUrl + credential"
+        ? `options need one credential: ${FORMS}`
         : `options have several credentials (${forms.join(", ")}); pass exactly one`,
     );
+  }
+  const form = forms[0]!;
+  for (const k of ["connectionString", "accountName", "accountKey", "sasToken", "prefix"]) {
+    if (o[k] !== undefined && typeof o[k] !== "string") typeError(`options.${k} must be a string`);
+  }
+  for (const k of ["accountUrl", "containerUrl", "accountName"]) {
+    if (o[k] !== undefined && !COMPANIONS[form]!.includes(k))
+      typeError(`options.${k} does not go with options.${form} (one of: ${FORMS})`);
   }
   let auth: Auth;
   let account: string;
   let container = o.container;
-  if (o.connectionString !== undefined) {
-    if (typeof o.connectionString !== "string") typeError("options.connectionString must be a string");
-    if (o.accountUrl !== undefined || o.containerUrl !== undefined || o.accountName !== undefined) {
-      typeError("options.connectionString cannot be combined with accountUrl, containerUrl or accountName");
-    }
-    const info = parseConnectionString(o.connectionString);
+  if (form === "connectionString") {
+    const info = parseConnectionString(o.connectionString as string);
     account = baseUrl(info.accountUrl, "the connection string's BlobEndpoint");
     auth =
       info.accountKey !== undefined
         ? sharedKeyAuth(info.accountName!, info.accountKey, "the connection string's AccountKey")
         : sasAuth(info.sasToken!, "the connection string's SharedAccessSignature");
-    auth.secrets.push(o.connectionString);
-  } else if (o.containerUrl !== undefined) {
-    if (o.sasToken === undefined || o.accountUrl !== undefined) {
-      typeError(
-        "options.containerUrl goes with options.sasToken only (use accountUrl for other credentials)",
-      );
-    }
-    const url = baseUrl(o.containerUrl, "options.containerUrl");
-    const cut = url.lastIndexOf("/");
-    const fromUrl = decodeURIComponent(url.slice(cut + 1));
-    if (container !== undefined && container !== fromUrl) {
-      typeError("options.container differs from the container in options.containerUrl");
-    }
-    container = fromUrl;
-    account = url.slice(0, cut);
-    auth = sasAuth(String(o.sasToken));
+    auth.secrets.push(o.connectionString as string);
   } else {
-    account = baseUrl(o.accountUrl, "options.accountUrl");
-    if (o.accountKey !== undefined) {
-      if (typeof o.accountKey !== "string") typeError("options.accountKey must be a string");
-      if (typeof o.accountName !== "string") typeError("options.accountKey needs options.accountName");
-      auth = sharedKeyAuth(o.accountName, o.accountKey);
-    } else if (o.sasToken !== undefined) {
-      if (typeof o.sasToken !== "string") typeError("options.sasToken must be a string");
-      auth = sasAuth(o.sasToken);
+    if (o.containerUrl !== undefined) {
+      if (o.accountUrl !== undefined)
+        typeError(`options.accountUrl does not go with options.containerUrl (one of: ${FORMS})`);
+      const url = baseUrl(o.containerUrl, "options.containerUrl");
+      const cut = url.lastIndexOf("/");
+      const fromUrl = decodeURIComponent(url.slice(cut + 1));
+      if (container !== undefined && container !== fromUrl) {
+        typeError("options.container differs from the container in options.containerUrl");
+      }
+      container = fromUrl;
+      account = url.slice(0, cut);
     } else {
-      auth = bearerAuth(o.credential as TokenCredentialLike);
+      account = baseUrl(o.accountUrl, "options.accountUrl");
     }
-    if (o.accountName !== undefined && o.accountKey === undefined) {
-      typeError("options.accountName goes with options.accountKey only");
+    if (form === "accountKey") {
+      if (o.accountName === undefined) typeError("options.accountKey needs options.accountName");
+      auth = sharedKeyAuth(o.accountName as string, o.accountKey as string);
+    } else {
+      auth =
+        form === "sasToken" ? sasAuth(o.sasToken as string) : bearerAuth(o.credential as TokenCredentialLike);
     }
   }
   if (container === undefined) typeError("options.container is required");
@@ -214,8 +229,7 @@ export function resolveOptions(options: AzureBlobOptions): ResolvedOptions {
       "options.container must be 3-63 characters: lowercase letters, digits and single hyphens, starting and ending with a letter or digit",
     );
   }
-  const prefix = o.prefix ?? "";
-  if (typeof prefix !== "string") typeError("options.prefix must be a string");
+  const prefix = (o.prefix ?? "") as string;
   if (prefix !== "") blobPath(`${prefix}x`);
   const createContainer = o.createContainer === true;
   if (o.blobType !== undefined && o.blobType !== "page" && o.blobType !== "block") {

@@ -17,7 +17,7 @@ export function decimal(r: HttpReply, name: string): number {
   return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
 }
 
-/** What a HEAD says about a lock blob: its type, ETag, owner (as stored) and fencing counter. */
+/** What a HEAD says about a lock blob: its type, ETag, owner (as stored), fencing counter and lease. */
 export interface BlobState {
   page: boolean;
   /** The HEAD named the type (else `page` is a guess, see {@link blobState}). */
@@ -26,6 +26,8 @@ export interface BlobState {
   owner: string | null;
   /** Page blob: the sequence number. Block blob: the `fence` metadata, 0 when absent. NaN if malformed. */
   counter: number;
+  /** Its lease state is `leased` or `breaking`: someone holds it. */
+  leased: boolean;
 }
 
 /**
@@ -48,20 +50,18 @@ export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
     etag: known ? (r.header("etag") ?? "") : "",
     owner: r.header("x-ms-meta-owner"),
     counter,
+    leased: /^(leased|breaking)$/.test(r.header("x-ms-lease-state") ?? ""),
   };
 }
 
-/** A lease answer that means "someone else's lease, or none of ours". */
-export function notOurs(r: HttpReply): boolean {
-  return r.status === 404 || (r.status === 409 && errorCode(r).startsWith("Lease"));
-}
-
 /**
- * A write under our lease refused because the lease is no longer ours: taken over, broken or
- * expired. Azure answers 412 (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
- * some versions and emulators 409; both mean "not ours", never a failure. 404: deleted meanwhile.
+ * An answer that means the lease is not ours (any more): taken over, broken, expired or never
+ * ours. Azure answers 409 to a lease action (LeaseAlreadyPresent, LeaseIdMismatchWithLeaseOperation)
+ * and 412 to a write under a lease (LeaseIdMismatchWithBlobOperation, LeaseLost, LeaseNotPresent...),
+ * some versions and emulators 409 to both: either means "not ours", never a failure. 404: the blob
+ * was deleted meanwhile.
  */
-export function leaseGone(r: HttpReply): boolean {
+export function notOurs(r: HttpReply): boolean {
   return r.status === 404 || ((r.status === 409 || r.status === 412) && errorCode(r).startsWith("Lease"));
 }
 
@@ -83,12 +83,13 @@ export function refusedBy(r: HttpReply, page: boolean): string | undefined {
   return page ? "a premium block blob account (BlockBlobStorage)" : "a premium page blob account";
 }
 
-/** One request to `path` (a blob, or "" for the container) with `query`; `op` names it in errors. */
+/**
+ * One request to the container URL + `target`: `/` + a blob path (as {@link blobPath} encodes it),
+ * then the query, such as `/locks%2Fa?comp=lease`, or only a query for the container itself.
+ */
 type Call = (
-  op: string,
   method: string,
-  path: string,
-  query: string,
+  target: string,
   headers: Record<string, string>,
   signal: AbortSignal | undefined,
 ) => Promise<HttpReply>;
@@ -98,19 +99,13 @@ export interface Container {
   call: Call;
   /** The BackendError for an unexpected answer `r` to `op` on lock `key`. */
   failure(op: string, key: string, r: HttpReply): BackendError;
-  /** A Lease Blob request (`x-ms-lease-action` in `headers`). */
-  leaseRequest(path: string, headers: Record<string, string>, signal?: AbortSignal): Promise<HttpReply>;
-  /** Get Blob Properties (HEAD). */
-  head(path: string, signal: AbortSignal | undefined): Promise<HttpReply>;
-  /** Releases lease `nonce` in the background: the caller's time bound must not wait for it. */
-  giveBack(path: string, nonce: string): void;
 }
 
 /** The requests of one backend instance. */
 export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Container {
   const { secrets } = auth;
-  const call: Call = async (op, method, path, query, headers, signal) => {
-    const url = `${containerUrl}${path === "" ? "" : `/${path}`}${query === "" ? "" : `?${query}`}`;
+  const call: Call = async (method, target, headers, signal) => {
+    const url = containerUrl + target;
     let req: { url: string; headers: Record<string, string> };
     try {
       // Every PUT here is body-less. Azure answers 411 to a PUT without Content-Length, and a
@@ -127,7 +122,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
       const cause = scrub(error, secrets);
       // A credential that timed out may answer next time; any other failure is taken as a refusal.
       const refused = !/Timeout|Abort/.test(cause.name);
-      throw new BackendError(`${op}: options.credential gave no token: ${cause.message}`, {
+      throw new BackendError(`options.credential gave no token: ${cause.message}`, {
         backend: NAME,
         retryable: !refused,
         auth: refused,
@@ -141,7 +136,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     const code = redact(errorCode(r), secrets);
     const refused = authStatus(r.status);
     const hint = refused
-      ? ": check the account key, the SAS (it needs read, write and create) or the credential's role (Storage Blob Data Contributor)"
+      ? ": check the account key, the SAS (read, write and create) or the credential's role (Storage Blob Data Contributor)"
       : "";
     return new BackendError(
       `${op} ${JSON.stringify(key)} failed: HTTP ${r.status}${code === "" ? "" : ` ${code}`}${hint}`,
@@ -154,26 +149,5 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     );
   }
 
-  function leaseRequest(
-    path: string,
-    headers: Record<string, string>,
-    signal?: AbortSignal,
-  ): Promise<HttpReply> {
-    return call("lease", "PUT", path, "comp=lease", headers, signal);
-  }
-
-  function head(path: string, signal: AbortSignal | undefined): Promise<HttpReply> {
-    return call("read", "HEAD", path, "", {}, signal);
-  }
-
-  /** Gives a lease back in the background: the caller's time bound must not wait for it. */
-  function giveBack(path: string, nonce: string): void {
-    leaseRequest(
-      path,
-      { "x-ms-lease-action": "release", "x-ms-lease-id": nonce },
-      AbortSignal.timeout(5_000),
-    ).catch(() => {});
-  }
-
-  return { call, failure, leaseRequest, head, giveBack };
+  return { call, failure };
 }

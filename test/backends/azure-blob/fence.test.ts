@@ -1,5 +1,5 @@
-// The fence step of the azure-blob acquire (src/backends/azure-blob/index.ts): after the lease is
-// taken, the token comes from the page blob's sequence number. Faults Azurite cannot produce on
+// The fence step of the azure-blob acquire and raiseFence (src/backends/azure-blob/index.ts):
+// after the lease is taken, the token comes from the page blob's sequence number. Faults Azurite cannot produce on
 // demand (a failing fence write, a hung give-back, a malformed header) come from a fetch double.
 import { describe, expect, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
@@ -52,5 +52,26 @@ describe("the fence step of acquire", () => {
       );
       expect(outcome, seq).toBe("LockError");
     }
+  });
+});
+
+describe("raiseFence", () => {
+  // It wrote the counter with If-Match "" (and "NaN" for a malformed counter) where acquire's
+  // fence step refuses: a HEAD without an ETag (a proxy's answer) comes from a fetch double.
+  it("on a block blob whose HEAD has no ETag, is a retryable error and writes nothing", async () => {
+    const writes: string[] = [];
+    const b = azure(
+      azureFetch((what) => {
+        if (what === "HEAD") return reply(200, { "x-ms-blob-type": "BlockBlob", "x-ms-meta-fence": "5" });
+        writes.push(what);
+        return reply(200, { etag: '"0x2"' });
+      }),
+    );
+    const error = await b.raiseFence!({ key: "k", owner: "o", nonce: crypto.randomUUID(), token: 9 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toMatchObject({ name: "BackendError", retryable: true });
+    expect((error as Error).message).toContain("no usable ETag");
+    expect(writes).toEqual([]);
   });
 });
