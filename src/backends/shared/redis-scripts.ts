@@ -14,25 +14,12 @@ import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { slotOf } from "../../slots.ts";
 
-// KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
-// Free: bump the fence, set the lock and return {1, token}. Already ours (a retried acquire):
-// extend and return {2, token}, the same token. Taken: return the holder's value and PTTL.
-export const ACQUIRE = `local v=redis.call("GET",KEYS[1])
-if v then
-if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
-redis.call("PEXPIRE",KEYS[1],ARGV[2])
-return {2,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
-end
-return {0,v,redis.call("PTTL",KEYS[1])}
-end
-local t=redis.call("INCR",KEYS[2])
-redis.call("SET",KEYS[1],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
-return {1,t}`;
-
-// KEYS lock1, fence1, lock2, fence2, ...; ARGV nonce, ttl (ms), owner. ACQUIRE on each pair in
-// order, stopping at the first grant: {1 or 2, token, index from 0}; all taken: {0, the smallest
-// PTTL among them, or -1}.
-export const ACQUIRE_ANY = `local m=-1
+// KEYS lock1, fence1, lock2, fence2, ... (acquire: one pair); ARGV nonce, ttl (ms), owner. On
+// each pair in order, stopping at the first grant: free, bump the fence, set the lock and return
+// {1, token, index from 0}; already ours (a retried acquire), extend it and return {2, token,
+// index}, the same token. All taken: {0, the smallest PTTL among them or -1, then each holder's
+// token in key order (0 for a value leasehold did not write)}.
+export const ACQUIRE_ANY = `local r={0,-1}
 for i=1,#KEYS,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
@@ -40,14 +27,16 @@ local t=redis.call("INCR",KEYS[i+1])
 redis.call("SET",KEYS[i],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t,(i-1)/2}
 end
+local t=tonumber(string.match(v,"^[^|]*|(%d+)|"))
 if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
 redis.call("PEXPIRE",KEYS[i],ARGV[2])
-return {2,tonumber(string.match(v,"^[^|]*|(%d+)|")),(i-1)/2}
+return {2,t,(i-1)/2}
 end
 local p=redis.call("PTTL",KEYS[i])
-if p>0 and (m<0 or p<m) then m=p end
+if p>0 and (r[2]<0 or p<r[2]) then r[2]=p end
+r[#r+1]=t or 0
 end
-return {0,m}`;
+return r`;
 
 // KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
 export const RENEW = `local v=redis.call("GET",KEYS[1])
@@ -81,6 +70,9 @@ export function parseValue(value: string): { owner: string; token: number } | nu
   return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
 }
 
+/** Whether `value` is a fencing token: a safe integer > 0. */
+const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
+
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
@@ -90,7 +82,7 @@ export interface ScriptRunner {
   name: string;
   /** Prepended to every key. */
   prefix: string;
-  /** Runs a writing script (ACQUIRE, ACQUIRE_ANY, RENEW, RELEASE); resolves its reply as plain values. */
+  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RAISE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
@@ -101,8 +93,8 @@ export interface ScriptRunner {
 }
 
 /**
- * The backend over `runner`: acquire, acquireAny (for createSemaphore), renew, release,
- * raiseFence (for leasehold/quorum) and inspect, one script each. Each backend
+ * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
+ * release, raiseFence (for leasehold/quorum) and inspect with one each. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names) and refuses a
  * lease whose token is not above the highest seen before the request was sent (non-retryable,
  * and the lock is freed again), so a counter that went back is an error, not a repeated token.
@@ -110,7 +102,7 @@ export interface ScriptRunner {
 export function scriptBackend(runner: ScriptRunner): Backend {
   const { name, prefix, evaluate, read, malformed } = runner;
 
-  // The highest token seen per lock name (from acquire and inspect), most recent names last.
+  // The highest token seen per lock name (from acquire, acquireAny and inspect), most recent names last.
   const seen = new Map<string, number>();
   /** Records `token` for `key`, as its most recently seen name. */
   function see(key: string, token: number): void {
@@ -137,94 +129,76 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   };
 
   /**
-   * Records the token `token` of a grant on `key` (lock key `k`), and refuses it when fresh
-   * (`kind` 1; 2 is a retried acquire keeping its token) and not above `floor`, the highest token
-   * seen before the request left: the counter went back.
+   * ACQUIRE_ANY on `keys` (acquire: one key). The holders' tokens it answers count as seen. A
+   * fresh grant (kind 1; 2 is a retried acquire keeping its token) whose token is not above the
+   * highest seen before the request left means the counter went back: it is refused and freed.
    */
-  async function fenceCheck(
-    key: string,
-    k: string,
-    nonce: string,
-    kind: number,
-    token: number,
-    floor: number | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    see(key, token);
-    if (kind !== 1 || floor === undefined || token > floor) return;
-    await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
-    throw new BackendError(
-      `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${token}): the ` +
-        `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
-        `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-        `${k}:fence ${floor}), or use a new lock name.`,
-      { backend: name, retryable: false },
+  async function take({
+    keys,
+    owner,
+    nonce,
+    ttl,
+    signal,
+  }: Parameters<NonNullable<Backend["acquireAny"]>>[0]): Promise<
+    { ok: true; token: number; index: number } | { ok: false; retryAfter?: number }
+  > {
+    // Only tokens seen before this request leaves must be below its token: one seen meanwhile
+    // (a concurrent call's answer) may be this very token, or a later holder's.
+    const floors = keys.map((key) => seen.get(key));
+    const locks = keys.map(lockKey);
+    const r = await evaluate(
+      ACQUIRE_ANY,
+      locks.flatMap((k) => [k, `${k}:fence`]),
+      [nonceArg(nonce), ttlArg(ttl), owner],
+      signal,
     );
+    if (!Array.isArray(r)) throw malformed(r);
+    const [kind, value, ...rest] = r as unknown[];
+    const i = rest[0] as number;
+    const key = keys[i];
+    if (
+      (kind === 1 || kind === 2) &&
+      rest.length === 1 &&
+      isToken(value) &&
+      Number.isInteger(i) &&
+      key !== undefined
+    ) {
+      const floor = floors[i];
+      see(key, value);
+      if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
+      const k = locks[i];
+      await evaluate(RELEASE, [k!], [nonce], signal).catch(() => {});
+      throw new BackendError(
+        `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${value}): the ` +
+          `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
+          `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
+          `${k}:fence ${floor}), or use a new lock name.`,
+        { backend: name, retryable: false },
+      );
+    }
+    if (
+      kind === 0 &&
+      typeof value === "number" &&
+      rest.length === keys.length &&
+      rest.every((t) => typeof t === "number")
+    ) {
+      // The holders' tokens count as seen (the fence check); the holders themselves are not reported.
+      rest.forEach((t, j) => {
+        if (isToken(t)) see(keys[j]!, t);
+      });
+      return value > 0 ? { ok: false, retryAfter: value } : { ok: false };
+    }
+    throw malformed(r);
   }
 
   return {
     name,
 
-    async acquireAny({ keys, owner, nonce, ttl, signal }) {
-      // Only tokens seen before this request leaves must be below its token (see acquire).
-      const floors = keys.map((key) => seen.get(key));
-      const locks = keys.map(lockKey);
-      const r = await evaluate(
-        ACQUIRE_ANY,
-        locks.flatMap((k) => [k, `${k}:fence`]),
-        [nonceArg(nonce), ttlArg(ttl), owner],
-        signal,
-      );
-      if (Array.isArray(r) && r.length === 3 && (r[0] === 1 || r[0] === 2)) {
-        const [kind, token, index] = r as unknown[];
-        if (
-          Number.isSafeInteger(token) &&
-          (token as number) > 0 &&
-          Number.isInteger(index) &&
-          keys[index as number] !== undefined
-        ) {
-          const i = index as number;
-          await fenceCheck(keys[i]!, locks[i]!, nonce, kind as number, token as number, floors[i], signal);
-          return { ok: true, token: token as number, index: i };
-        }
-      }
-      if (Array.isArray(r) && r.length === 2 && r[0] === 0 && typeof r[1] === "number") {
-        return r[1] > 0 ? { ok: false, retryAfter: r[1] } : { ok: false };
-      }
-      throw malformed(r);
-    },
+    acquireAny: take,
 
-    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
-      const k = lockKey(key);
-      // Only tokens seen before this request leaves must be below its token: one seen meanwhile
-      // (a concurrent call's answer) may be this very token, or a later holder's.
-      const floor = seen.get(key);
-      const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
-      if (
-        Array.isArray(r) &&
-        (r[0] === 1 || r[0] === 2) &&
-        r.length === 2 &&
-        Number.isSafeInteger(r[1]) &&
-        r[1] > 0
-      ) {
-        await fenceCheck(key, k, nonce, r[0], r[1], floor, signal);
-        return { ok: true, token: r[1] };
-      }
-      if (
-        Array.isArray(r) &&
-        r[0] === 0 &&
-        r.length === 3 &&
-        typeof r[1] === "string" &&
-        typeof r[2] === "number"
-      ) {
-        // The holder's token counts as seen (the fence check); the holder itself is not reported.
-        const holder = parseValue(r[1]);
-        const result: AcquireResult = { ok: false };
-        if (holder) see(key, holder.token);
-        if (r[2] > 0) result.retryAfter = r[2];
-        return result;
-      }
-      throw malformed(r);
+    async acquire(request): Promise<AcquireResult> {
+      const r = await take({ ...request, keys: [request.key] });
+      return r.ok ? { ok: true, token: r.token } : r;
     },
 
     async renew({ key, nonce, ttl, signal }): Promise<boolean> {

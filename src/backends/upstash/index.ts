@@ -168,7 +168,7 @@ export function upstash(options: UpstashOptions): Backend {
     return (json as { result: unknown }).result;
   }
 
-  // The three writing scripts; NOPERM here means a token without write rights.
+  // The writing scripts; NOPERM here means a token without write rights.
   const evaluate = async (script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) =>
     result(await call("", ["EVAL", script, keys.length, ...keys, ...args], signal, READ_ONLY_HINT));
 
