@@ -14,21 +14,23 @@ import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { slotOf } from "../../slots.ts";
 
+// In the scripts, `n` is our nonce and its "|": a lock value that starts with it is ours.
+
 // KEYS lock1, fence1, lock2, fence2, ... (acquire: one pair); ARGV nonce, ttl (ms), owner. On
 // each pair in order, stopping at the first grant: free, bump the fence, set the lock and return
 // {1, token, index from 0}; already ours (a retried acquire), extend it and return {2, token,
 // index}, the same token. All taken: {0, the smallest PTTL among them or -1, then each holder's
 // token in key order (0 for a value leasehold did not write)}.
-export const ACQUIRE_ANY = `local r={0,-1}
+export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0,-1}
 for i=1,#KEYS,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
 local t=redis.call("INCR",KEYS[i+1])
-redis.call("SET",KEYS[i],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
+redis.call("SET",KEYS[i],n..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t,(i-1)/2}
 end
-local t=tonumber(string.match(v,"^[^|]*|(%d+)|"))
-if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
+local t=tonumber(v:match("^[^|]*|(%d+)|"))
+if v:sub(1,#n)==n then
 redis.call("PEXPIRE",KEYS[i],ARGV[2])
 return {2,t,(i-1)/2}
 end
@@ -39,29 +41,29 @@ end
 return r`;
 
 // KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
-export const RENEW = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
+export const RENEW = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if v and v:sub(1,#n)==n then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
 return 0`;
 
 // KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
-export const RELEASE = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
+export const RELEASE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if v and v:sub(1,#n)==n then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
 // KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
-// the fence counter become at least the token (the expiry is kept); 1. Else 0.
-export const RAISE = `local v=redis.call("GET",KEYS[1])
-if not (v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|") then return 0 end
+// the fence counter become at least the token (the expiry is kept); 1. Else 0. (c and o: the
+// value's token and owner.)
+export const RAISE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if not v or v:sub(1,#n)~=n then return 0 end
 local t=tonumber(ARGV[2])
-local n,o=string.match(v,"^[^|]*|(%d+)|(.*)$")
-if tonumber(n)<t then redis.call("SET",KEYS[1],ARGV[1].."|"..ARGV[2].."|"..o,"KEEPTTL") end
+local c,o=v:match("^[^|]*|(%d+)|(.*)$")
+if tonumber(c)<t then redis.call("SET",KEYS[1],n..ARGV[2].."|"..o,"KEEPTTL") end
 if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
 return 1`;
 
 // KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
-if not v then return nil end
-return {v,redis.call("PTTL",KEYS[1])}`;
+return v and {v,redis.call("PTTL",KEYS[1])}`;
 
 /** The owner and token of a lock value `nonce|token|owner`; null when leasehold did not write it. */
 export function parseValue(value: string): { owner: string; token: number } | null {
