@@ -65,13 +65,6 @@ return 1`;
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
 return v and {v,redis.call("PTTL",KEYS[1])}`;
 
-/** The owner and token of a lock value `nonce|token|owner`; null when leasehold did not write it. */
-export function parseValue(value: string): { owner: string; token: number } | null {
-  const m = /^[^|]*\|(\d+)\|/.exec(value);
-  const token = m ? Number(m[1]) : Number.NaN;
-  return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
-}
-
 /** Whether `value` is a fencing token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
 
@@ -129,6 +122,13 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     );
     return nonce;
   };
+
+  /** Runs RENEW, RELEASE or RAISE, whose reply is 1 when the lock was ours and 0 when not. */
+  async function ours(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) {
+    const r = await evaluate(script, keys, args, signal);
+    if (r !== 0 && r !== 1) throw malformed(r);
+    return r === 1;
+  }
 
   /**
    * ACQUIRE_ANY on `keys` (acquire: one key). The holders' tokens it answers count as seen. A
@@ -203,41 +203,41 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       return r.ok ? { ok: true, token: r.token } : r;
     },
 
-    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
-      const r = await evaluate(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal);
-      if (r === 0 || r === 1) return r === 1;
-      throw malformed(r);
-    },
+    renew: ({ key, nonce, ttl, signal }) =>
+      ours(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal),
 
     async release({ key, nonce, signal }): Promise<void> {
-      const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
+      await ours(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
     },
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
-      check(Number.isSafeInteger(token) && token > 0, `[${name}]`, "token must be a positive integer");
+      check(isToken(token), `[${name}]`, "token must be a positive integer");
       const k = lockKey(key);
-      const r = await evaluate(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
-      if (r === 1) see(key, token);
-      return r === 1;
+      const raised = await ours(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
+      if (raised) see(key, token);
+      return raised;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
-      if (Array.isArray(r) && r.length === 2 && typeof r[0] === "string" && typeof r[1] === "number") {
-        const holder = parseValue(r[0]);
-        if (!holder) {
-          throw new BackendError("the lock key holds a value leasehold did not write", {
-            backend: name,
-            retryable: false,
-          });
-        }
-        see(key, holder.token);
-        return r[1] > 0 ? { ...holder, ttlLeft: r[1] } : holder;
+      if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== "string" || typeof r[1] !== "number") {
+        throw malformed(r);
       }
-      throw malformed(r);
+      const [value, pttl] = r as [string, number];
+      // `nonce|token|owner`
+      const m = /^[^|]*\|(\d+)\|/.exec(value);
+      const token = Number(m?.[1]);
+      if (!Number.isSafeInteger(token)) {
+        throw new BackendError("the lock key holds a value leasehold did not write", {
+          backend: name,
+          retryable: false,
+        });
+      }
+      see(key, token);
+      const holder: HolderInfo = { owner: value.slice(m![0].length), token };
+      if (pttl > 0) holder.ttlLeft = pttl;
+      return holder;
     },
   };
 }
