@@ -69,10 +69,10 @@ export type UpstashEnv = object;
 const NAME = "upstash";
 
 const LIMIT_HINT =
-  ": a limit of the Upstash database or plan; leasehold does not retry it (see the database's usage and limits in the Upstash console)";
+  ": a limit of the Upstash database or plan, not retried (see the database's usage and limits in the Upstash console)";
 
 const READ_ONLY_HINT =
-  ": the token is read-only (or restricted). A read-only token can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
+  ": the token is read-only (or restricted): it can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
 
 function check(ok: boolean, message: string): void {
   checkAt(ok, `[${NAME}]`, message);
