@@ -137,7 +137,7 @@ export function upstash(options: UpstashOptions): Backend {
       { method: "POST", headers, body, signal },
       secrets,
     );
-    const error = typeof json === "object" && json !== null ? (json as { error?: unknown }).error : undefined;
+    const error = (json as { error?: unknown } | null)?.error;
     if (typeof error === "string" || status !== 200) {
       throw failure(status, typeof error === "string" ? error : "", hint);
     }
