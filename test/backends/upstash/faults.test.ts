@@ -170,12 +170,36 @@ describe("malformed 200 replies never yield a lease", () => {
     ['{"result":[0,250,3]}', { ok: false, retryAfter: 250 }],
     ['{"result":[0,-1,0]}', { ok: false }],
   ])(
-    "acquire reads %s (grant or retried grant: token, index; taken: smallest PTTL, holders' tokens)",
+    "acquire reads %s (grant or retried grant: token, index; taken: the lock's PTTL, its holder's token)",
     async (body, expected) => {
       const b = await serve(answer(200, body));
       expect(await b.acquire({ key: "k", owner: "o", nonce: crypto.randomUUID(), ttl: 1_000 })).toEqual(
         expected,
       );
+    },
+  );
+
+  it.each([
+    ['{"result":[1,7,2]}', { ok: true, token: 7, index: 2 }],
+    ['{"result":[0,900,4,300,5,-1,0]}', { ok: false, retryAfter: 300 }],
+    ['{"result":[0,-1,4,-2,5,-1,0]}', { ok: false }],
+    ['{"result":[1,7,3]}', "error"],
+    ['{"result":[0,900,4,300,5]}', "error"],
+    ['{"result":[0,900,4,300,5,-1,0,1]}', "error"],
+    ['{"result":[0,900,4,"300",5,-1,0]}', "error"],
+  ])(
+    "acquireAny on 3 keys reads %s (taken: each lock's PTTL and holder's token; the earliest expiry)",
+    async (body, expected) => {
+      const b = await serve(answer(200, body));
+      const result = b.acquireAny!({
+        keys: ["a", "b", "c"],
+        owner: "o",
+        nonce: crypto.randomUUID(),
+        ttl: 1_000,
+      });
+      if (expected === "error")
+        await expect(result).rejects.toMatchObject({ name: "BackendError", retryable: true });
+      else expect(await result).toEqual(expected);
     },
   );
 
