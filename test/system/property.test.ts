@@ -25,7 +25,7 @@ const NUM_RUNS = Number(process.env.LEASEHOLD_PROPERTY_RUNS ?? 60);
 
 /** Stands for a 2 MB JSON success body (expanded when served, so counterexamples stay readable). */
 const HUGE = "<huge: 2 MB JSON success>";
-const HUGE_BODY = `{"result":[1,5],"pad":"${"x".repeat(2_000_000)}"}`;
+const HUGE_BODY = `{"result":[1,5,0],"pad":"${"x".repeat(2_000_000)}"}`;
 const bodyOf = (r: { body: string }) => (r.body === HUGE ? HUGE_BODY : r.body);
 
 const NAME_CHARS = "abcXYZ019-_.:/@+";
@@ -173,21 +173,23 @@ interface Reply {
 }
 
 const upstashBody = fc.oneof(
-  { weight: 4, arbitrary: fc.integer({ min: 1, max: 1_000 }).map((n) => `{"result":[1,${n}]}`) },
+  { weight: 4, arbitrary: fc.integer({ min: 1, max: 1_000 }).map((n) => `{"result":[1,${n},0]}`) },
   {
     weight: 2,
-    arbitrary: fc.integer({ min: -5, max: 5_000 }).map((n) => `{"result":[0,"nonce|7|someone",${n}]}`),
+    arbitrary: fc.integer({ min: -5, max: 5_000 }).map((n) => `{"result":[0,${n},7]}`),
   },
   { weight: 2, arbitrary: fc.constantFrom('{"result":1}', '{"result":0}', '{"result":null}') },
   {
     weight: 3,
     arbitrary: fc.constantFrom(
-      '{"result":[1,1.5]}',
-      '{"result":[1,-3]}',
-      '{"result":[1,"5"]}',
-      '{"result":[1,9007199254740993]}',
-      '{"result":[true,5]}',
+      '{"result":[1,1.5,0]}',
+      '{"result":[1,-3,0]}',
+      '{"result":[1,"5",0]}',
+      '{"result":[1,9007199254740993,0]}',
+      '{"result":[true,5,0]}',
       '{"result":[1,5,6]}',
+      '{"result":[1,5]}',
+      '{"result":[0,"nonce|7|someone",100]}',
       '{"result":[1]}',
       '{"result":{"0":1,"1":5}}',
       '{"result":"OK"}',
@@ -196,14 +198,14 @@ const upstashBody = fc.oneof(
       '{"error":"ERR something"}',
       '{"error":"LOADING Redis is loading"}',
       '{"error":"NOPERM this user has no permissions"}',
-      '{"error":5,"result":[1,5]}',
-      '{"result":[1,5],"error":"ERR both"}',
-      '[{"result":[1,5]}]',
+      '{"error":5,"result":[1,5,0]}',
+      '{"result":[1,5,0],"error":"ERR both"}',
+      '[{"result":[1,5,0]}]',
       "null",
       "1",
       '"text"',
       "{}",
-      '{"result":[1,5]', // truncated
+      '{"result":[1,5,0]', // truncated
       '{"resu',
       "",
       "<html><body><h1>502 Bad Gateway</h1></body></html>",
@@ -358,7 +360,7 @@ function expectLockError(r: { ok: false; error: unknown }, what: string): void {
   ).toBe(true);
 }
 
-/** Well-formed Upstash acquire success: 200, JSON object without a string error, result [1, token > 0]. */
+/** Well-formed Upstash acquire success: 200, JSON object without a string error, result [1, token > 0, 0]. */
 function upstashToken(ex: Exchange): number | undefined {
   if (!ex.delivered || ex.reply.status !== 200) return undefined;
   let json: unknown;
@@ -371,8 +373,9 @@ function upstashToken(ex: Exchange): number | undefined {
   const { result, error } = json as { result?: unknown; error?: unknown };
   if (typeof error === "string") return undefined;
   return Array.isArray(result) &&
-    result.length === 2 &&
+    result.length === 3 &&
     result[0] === 1 &&
+    result[2] === 0 &&
     Number.isSafeInteger(result[1]) &&
     (result[1] as number) > 0
     ? (result[1] as number)

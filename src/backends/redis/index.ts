@@ -68,33 +68,48 @@ const SHAPES =
 /** Runs a script by its SHA-1 (`sha`) or, with `eval`, by its text: the client's own calls. */
 type Evaluate = (sha: boolean, script: string, keys: string[], args: string[]) => Promise<unknown>;
 
-// Each shape's two calls, EVALSHA and EVAL, as the client spells them.
+type Call = (...args: unknown[]) => Promise<unknown>;
+
+// Each shape, in the order tried: the methods it must have, and its two calls, EVALSHA and EVAL,
+// as the client spells them (over those methods, bound to the client).
+const CALLS: [string[], (methods: [Call, Call]) => Evaluate][] = [
+  // ioredis: evalsha(sha, numkeys, ...keys, ...args).
+  [
+    ["evalsha", "eval", "call"],
+    ([evalsha, evaluate]) =>
+      (sha, s, keys, args) =>
+        (sha ? evalsha : evaluate)(s, keys.length, ...keys, ...args),
+  ],
+  // node-redis: evalSha(sha, { keys, arguments }); a cluster routes by the first key.
+  [
+    ["evalSha", "eval", "sendCommand"],
+    ([evalsha, evaluate]) =>
+      (sha, s, keys, args) =>
+        (sha ? evalsha : evaluate)(s, { keys, arguments: args }),
+  ],
+  // Bun's RedisClient: send(command, args), every argument a string.
+  [
+    ["send"],
+    ([send]) =>
+      (sha, s, keys, args) =>
+        send(sha ? "EVALSHA" : "EVAL", [s, String(keys.length), ...keys, ...args]),
+  ],
+  // @upstash/redis: evalsha(sha, keys, args).
+  [
+    ["evalsha", "eval"],
+    ([evalsha, evaluate]) =>
+      (sha, s, keys, args) =>
+        (sha ? evalsha : evaluate)(s, keys, args),
+  ],
+];
+
 function shapeOf(client: unknown): Evaluate | null {
-  if (typeof client !== "object" && typeof client !== "function") return null;
-  if (client === null) return null;
+  if ((typeof client !== "object" && typeof client !== "function") || client === null) return null;
   const c = client as Record<string, unknown>;
-  const has = (...names: string[]) => names.every((n) => typeof c[n] === "function");
-  type Call = (...args: unknown[]) => Promise<unknown>;
-  const m = (n: string) => (c[n] as Call).bind(client);
-  if (has("evalsha", "eval", "call")) {
-    // ioredis: evalsha(sha, numkeys, ...keys, ...args).
-    const [evalsha, evaluate] = [m("evalsha"), m("eval")];
-    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, keys.length, ...keys, ...args);
-  }
-  if (has("evalSha", "eval", "sendCommand")) {
-    // node-redis: evalSha(sha, { keys, arguments }); a cluster routes by the first key.
-    const [evalsha, evaluate] = [m("evalSha"), m("eval")];
-    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, { keys, arguments: args });
-  }
-  if (has("send")) {
-    // Bun's RedisClient: send(command, args), every argument a string.
-    const send = m("send");
-    return (sha, s, keys, args) => send(sha ? "EVALSHA" : "EVAL", [s, String(keys.length), ...keys, ...args]);
-  }
-  if (has("evalsha", "eval")) {
-    // @upstash/redis: evalsha(sha, keys, args).
-    const [evalsha, evaluate] = [m("evalsha"), m("eval")];
-    return (sha, s, keys, args) => (sha ? evalsha : evaluate)(s, keys, args);
+  for (const [names, calls] of CALLS) {
+    if (names.every((n) => typeof c[n] === "function")) {
+      return calls(names.map((n) => (c[n] as Call).bind(client)) as [Call, Call]);
+    }
   }
   return null;
 }

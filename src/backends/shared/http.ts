@@ -9,29 +9,22 @@ import { BackendError } from "../../errors.ts";
 export const MAX_REPLY_BYTES = 65_536;
 
 /**
- * Every form a secret can take in a message: as is, URL-encoded, and JSON-escaped (a `"` or `\`
- * in a token becomes `\"` or `\\` once a reply is quoted with `JSON.stringify`).
- */
-function forms(secret: string): Set<string> {
-  const encoded = encodeURIComponent(secret);
-  return new Set([
-    secret,
-    encoded,
-    JSON.stringify(secret).slice(1, -1),
-    JSON.stringify(encoded).slice(1, -1),
-  ]);
-}
-
-/**
- * Replaces every occurrence of each secret, in each of its forms, with `[redacted]`. Secrets of
- * any length count: a short token garbles a message, which is better than showing it.
+ * Replaces every occurrence of each secret with `[redacted]`, in each form a secret can take in a
+ * message: as is, URL-encoded, and JSON-escaped (a `"` or `\` in a token becomes `\"` or `\\`
+ * once a reply is quoted with `JSON.stringify`; the URL-encoded form has none). Secrets of any
+ * length count: a short token garbles a message, which is better than showing it.
  */
 export function redact(text: string, secrets: readonly string[]): string {
-  let out = text;
+  const forms = new Set<string>();
+  for (const secret of secrets) {
+    if (typeof secret === "string" && secret !== "") {
+      forms.add(secret).add(encodeURIComponent(secret)).add(JSON.stringify(secret).slice(1, -1));
+    }
+  }
   // Longest first, so that a secret containing another is replaced whole.
-  const all = secrets.flatMap((s) => (typeof s === "string" && s !== "" ? [...forms(s)] : []));
-  for (const form of all.sort((a, b) => b.length - a.length)) out = out.split(form).join("[redacted]");
-  return out;
+  return [...forms]
+    .sort((a, b) => b.length - a.length)
+    .reduce((out, form) => out.split(form).join("[redacted]"), text);
 }
 
 /** A copy of an error that is safe to expose as `cause`: name and redacted message only. */
@@ -59,11 +52,8 @@ export interface HttpReply {
  */
 async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> {
   const reader = res.body?.getReader();
-  if (!reader) {
-    // A custom fetch without a body stream: the cap can only be checked after reading.
-    const text = await res.text();
-    return text.length > MAX_REPLY_BYTES ? undefined : text;
-  }
+  // A custom fetch without a body stream: the cap can only be checked after reading.
+  if (!reader) return res.text().then((text) => (text.length > MAX_REPLY_BYTES ? undefined : text));
   const decoder = new TextDecoder();
   let text = "";
   let size = 0;
@@ -99,14 +89,6 @@ function readBody(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefin
 const refusedCache = new WeakSet<FetchLike>();
 
 /**
- * Whether `error` is a fetch refusing `cache: "no-store"`, not a network failure. workerd says
- * "The 'cache' field on 'RequestInitializerDict' is not implemented." (a plain Error).
- */
-function refusesCache(error: unknown): boolean {
-  return error instanceof Error && /\bcache\b/i.test(error.message) && !/fetch failed/i.test(error.message);
-}
-
-/**
  * Sends one request and reads the whole body. Every request says `cache: "no-store"` (a
  * framework's patched `fetch`, such as Next.js', may otherwise answer a renewal from its cache)
  * and `redirect: "manual"` (a redirect is an error, never followed: another server's answer is
@@ -128,19 +110,24 @@ export async function send(
   const withoutCache = refusedCache.has(fetchFn);
   if (!withoutCache) request.cache = "no-store";
   let status: number;
+  let redirect: boolean;
   let body: string | undefined;
   let res: Awaited<ReturnType<FetchLike>>;
   try {
     try {
       res = await fetchFn(url, request);
     } catch (error) {
-      if (withoutCache || !refusesCache(error)) throw error;
+      // A fetch refusing the field, not a network failure. workerd says "The 'cache' field on
+      // 'RequestInitializerDict' is not implemented." (a plain Error).
+      const message = error instanceof Error ? error.message : "";
+      if (withoutCache || !/\bcache\b/i.test(message) || /fetch failed/i.test(message)) throw error;
       refusedCache.add(fetchFn);
       delete request.cache;
       res = await fetchFn(url, request);
     }
     status = res.status;
-    if (status >= 300 && status < 400) res.body?.cancel().catch(() => {});
+    redirect = status >= 300 && status < 400;
+    if (redirect) res.body?.cancel().catch(() => {});
     else body = await readBody(res);
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
@@ -150,18 +137,13 @@ export async function send(
     const cause = scrub(error, hidden);
     throw new BackendError(`request failed: ${cause.message}`, { backend, retryable: true, cause });
   }
-  if (status >= 300 && status < 400) {
-    throw new BackendError(
-      `the server answered with a redirect (HTTP ${status}); leasehold does not follow redirects: configure the URL it redirects to`,
-      { backend, status, retryable: false },
-    );
-  }
   if (body === undefined) {
-    throw new BackendError(`the reply is longer than ${MAX_REPLY_BYTES} bytes; not read`, {
-      backend,
-      status,
-      retryable: true,
-    });
+    throw new BackendError(
+      redirect
+        ? `the server answered with a redirect (HTTP ${status}); leasehold does not follow redirects: configure the URL it redirects to`
+        : `the reply is longer than ${MAX_REPLY_BYTES} bytes; not read`,
+      { backend, status, retryable: !redirect },
+    );
   }
   return { status, header: (n) => res.headers.get(n), body };
 }

@@ -14,72 +14,58 @@ import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { slotOf } from "../../slots.ts";
 
-// KEYS[1] lock, KEYS[2] fence; ARGV nonce, ttl (ms), owner.
-// Free: bump the fence, set the lock and return {1, token}. Already ours (a retried acquire):
-// extend and return {2, token}, the same token. Taken: return the holder's value and PTTL.
-export const ACQUIRE = `local v=redis.call("GET",KEYS[1])
-if v then
-if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
-redis.call("PEXPIRE",KEYS[1],ARGV[2])
-return {2,tonumber(string.match(v,"^[^|]*|(%d+)|"))}
-end
-return {0,v,redis.call("PTTL",KEYS[1])}
-end
-local t=redis.call("INCR",KEYS[2])
-redis.call("SET",KEYS[1],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
-return {1,t}`;
+// In the scripts, `n` is our nonce and its "|": a lock value that starts with it is ours.
 
-// KEYS lock1, fence1, lock2, fence2, ...; ARGV nonce, ttl (ms), owner. ACQUIRE on each pair in
-// order, stopping at the first grant: {1 or 2, token, index from 0}; all taken: {0, the smallest
-// PTTL among them, or -1}.
-export const ACQUIRE_ANY = `local m=-1
+// KEYS lock1, fence1, lock2, fence2, ... (acquire: one pair); ARGV nonce, ttl (ms), owner. On
+// each pair in order, stopping at the first grant: free, bump the fence, set the lock and return
+// {1, token, index from 0}; already ours (a retried acquire), extend it and return {2, token,
+// index}, the same token. All taken: {0, then for each lock in order its PTTL and its holder's
+// token (0 for a value leasehold did not write)}.
+export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0}
 for i=1,#KEYS,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
 local t=redis.call("INCR",KEYS[i+1])
-redis.call("SET",KEYS[i],ARGV[1].."|"..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
+redis.call("SET",KEYS[i],n..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t,(i-1)/2}
 end
-if string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then
+local t=tonumber(v:match("^[^|]*|(%d+)|"))
+if v:sub(1,#n)==n then
 redis.call("PEXPIRE",KEYS[i],ARGV[2])
-return {2,tonumber(string.match(v,"^[^|]*|(%d+)|")),(i-1)/2}
+return {2,t,(i-1)/2}
 end
-local p=redis.call("PTTL",KEYS[i])
-if p>0 and (m<0 or p<m) then m=p end
+r[i+1]=redis.call("PTTL",KEYS[i])
+r[i+2]=t or 0
 end
-return {0,m}`;
+return r`;
 
 // KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
-export const RENEW = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
+export const RENEW = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if v and v:sub(1,#n)==n then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
 return 0`;
 
 // KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
-export const RELEASE = `local v=redis.call("GET",KEYS[1])
-if v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|" then return redis.call("DEL",KEYS[1]) end
+export const RELEASE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if v and v:sub(1,#n)==n then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
 // KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
-// the fence counter become at least the token (the expiry is kept); 1. Else 0.
-export const RAISE = `local v=redis.call("GET",KEYS[1])
-if not (v and string.sub(v,1,#ARGV[1]+1)==ARGV[1].."|") then return 0 end
+// the fence counter become at least the token (the expiry is kept); 1. Else 0. (c and o: the
+// value's token and owner.)
+export const RAISE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if not v or v:sub(1,#n)~=n then return 0 end
 local t=tonumber(ARGV[2])
-local n,o=string.match(v,"^[^|]*|(%d+)|(.*)$")
-if tonumber(n)<t then redis.call("SET",KEYS[1],ARGV[1].."|"..ARGV[2].."|"..o,"KEEPTTL") end
+local c,o=v:match("^[^|]*|(%d+)|(.*)$")
+if tonumber(c)<t then redis.call("SET",KEYS[1],n..ARGV[2].."|"..o,"KEEPTTL") end
 if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
 return 1`;
 
 // KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
-if not v then return nil end
-return {v,redis.call("PTTL",KEYS[1])}`;
+return v and {v,redis.call("PTTL",KEYS[1])}`;
 
-/** The owner and token of a lock value `nonce|token|owner`; null when leasehold did not write it. */
-export function parseValue(value: string): { owner: string; token: number } | null {
-  const m = /^[^|]*\|(\d+)\|/.exec(value);
-  const token = m ? Number(m[1]) : Number.NaN;
-  return m && Number.isSafeInteger(token) ? { owner: value.slice(m[0].length), token } : null;
-}
+/** Whether `value` is a fencing token: a safe integer > 0. */
+const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
 
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
@@ -90,7 +76,7 @@ export interface ScriptRunner {
   name: string;
   /** Prepended to every key. */
   prefix: string;
-  /** Runs a writing script (ACQUIRE, ACQUIRE_ANY, RENEW, RELEASE); resolves its reply as plain values. */
+  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RAISE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
@@ -101,8 +87,8 @@ export interface ScriptRunner {
 }
 
 /**
- * The backend over `runner`: acquire, acquireAny (for createSemaphore), renew, release,
- * raiseFence (for leasehold/quorum) and inspect, one script each. Each backend
+ * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
+ * release, raiseFence (for leasehold/quorum) and inspect with one each. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names) and refuses a
  * lease whose token is not above the highest seen before the request was sent (non-retryable,
  * and the lock is freed again), so a counter that went back is an error, not a repeated token.
@@ -110,7 +96,7 @@ export interface ScriptRunner {
 export function scriptBackend(runner: ScriptRunner): Backend {
   const { name, prefix, evaluate, read, malformed } = runner;
 
-  // The highest token seen per lock name (from acquire and inspect), most recent names last.
+  // The highest token seen per lock name (from acquire, acquireAny and inspect), most recent names last.
   const seen = new Map<string, number>();
   /** Records `token` for `key`, as its most recently seen name. */
   function see(key: string, token: number): void {
@@ -136,132 +122,119 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     return nonce;
   };
 
+  /** Runs RENEW, RELEASE or RAISE, whose reply is 1 when the lock was ours and 0 when not. */
+  async function ours(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) {
+    const r = await evaluate(script, keys, args, signal);
+    if (r !== 0 && r !== 1) throw malformed(r);
+    return r === 1;
+  }
+
   /**
-   * Records the token `token` of a grant on `key` (lock key `k`), and refuses it when fresh
-   * (`kind` 1; 2 is a retried acquire keeping its token) and not above `floor`, the highest token
-   * seen before the request left: the counter went back.
+   * ACQUIRE_ANY on `keys` (acquire: one key). The holders' tokens it answers count as seen. A
+   * fresh grant (kind 1; 2 is a retried acquire keeping its token) whose token is not above the
+   * highest seen before the request left means the counter went back: it is refused and freed.
    */
-  async function fenceCheck(
-    key: string,
-    k: string,
-    nonce: string,
-    kind: number,
-    token: number,
-    floor: number | undefined,
-    signal: AbortSignal | undefined,
-  ): Promise<void> {
-    see(key, token);
-    if (kind !== 1 || floor === undefined || token > floor) return;
-    await evaluate(RELEASE, [k], [nonce], signal).catch(() => {});
-    throw new BackendError(
-      `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${token}): the ` +
-        `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
-        `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-        `${k}:fence ${floor}), or use a new lock name.`,
-      { backend: name, retryable: false },
+  async function take({
+    keys,
+    owner,
+    nonce,
+    ttl,
+    signal,
+  }: Parameters<NonNullable<Backend["acquireAny"]>>[0]): Promise<
+    { ok: true; token: number; index: number } | { ok: false; retryAfter?: number }
+  > {
+    // Only tokens seen before this request leaves must be below its token: one seen meanwhile
+    // (a concurrent call's answer) may be this very token, or a later holder's.
+    const floors = keys.map((key) => seen.get(key));
+    const locks = keys.map(lockKey);
+    const r = await evaluate(
+      ACQUIRE_ANY,
+      locks.flatMap((k) => [k, `${k}:fence`]),
+      [nonceArg(nonce), ttlArg(ttl), owner],
+      signal,
     );
+    if (!Array.isArray(r)) throw malformed(r);
+    const [kind, value, ...rest] = r as unknown[];
+    const i = rest[0] as number;
+    const key = keys[i];
+    if (
+      (kind === 1 || kind === 2) &&
+      rest.length === 1 &&
+      isToken(value) &&
+      Number.isInteger(i) &&
+      key !== undefined
+    ) {
+      const floor = floors[i];
+      see(key, value);
+      if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
+      const k = locks[i];
+      await evaluate(RELEASE, [k!], [nonce], signal).catch(() => {});
+      throw new BackendError(
+        `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${value}): the ` +
+          `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
+          `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
+          `${k}:fence ${floor}), or use a new lock name.`,
+        { backend: name, retryable: false },
+      );
+    }
+    if (kind === 0 && r.length === 1 + 2 * keys.length && r.every((n) => typeof n === "number")) {
+      // Each holder's token counts as seen (the fence check); the holders themselves are not
+      // reported. retryAfter: the earliest expiry.
+      keys.forEach((key, j) => {
+        const token = r[2 * j + 2];
+        if (isToken(token)) see(key, token);
+      });
+      const pttls = r.filter((pttl, n) => n % 2 === 1 && pttl > 0);
+      return pttls.length ? { ok: false, retryAfter: Math.min(...pttls) } : { ok: false };
+    }
+    throw malformed(r);
   }
 
   return {
     name,
 
-    async acquireAny({ keys, owner, nonce, ttl, signal }) {
-      // Only tokens seen before this request leaves must be below its token (see acquire).
-      const floors = keys.map((key) => seen.get(key));
-      const locks = keys.map(lockKey);
-      const r = await evaluate(
-        ACQUIRE_ANY,
-        locks.flatMap((k) => [k, `${k}:fence`]),
-        [nonceArg(nonce), ttlArg(ttl), owner],
-        signal,
-      );
-      if (Array.isArray(r) && r.length === 3 && (r[0] === 1 || r[0] === 2)) {
-        const [kind, token, index] = r as unknown[];
-        if (
-          Number.isSafeInteger(token) &&
-          (token as number) > 0 &&
-          Number.isInteger(index) &&
-          keys[index as number] !== undefined
-        ) {
-          const i = index as number;
-          await fenceCheck(keys[i]!, locks[i]!, nonce, kind as number, token as number, floors[i], signal);
-          return { ok: true, token: token as number, index: i };
-        }
-      }
-      if (Array.isArray(r) && r.length === 2 && r[0] === 0 && typeof r[1] === "number") {
-        return r[1] > 0 ? { ok: false, retryAfter: r[1] } : { ok: false };
-      }
-      throw malformed(r);
+    acquireAny: take,
+
+    async acquire(request): Promise<AcquireResult> {
+      const r = await take({ ...request, keys: [request.key] });
+      return r.ok ? { ok: true, token: r.token } : r;
     },
 
-    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
-      const k = lockKey(key);
-      // Only tokens seen before this request leaves must be below its token: one seen meanwhile
-      // (a concurrent call's answer) may be this very token, or a later holder's.
-      const floor = seen.get(key);
-      const r = await evaluate(ACQUIRE, [k, `${k}:fence`], [nonceArg(nonce), ttlArg(ttl), owner], signal);
-      if (
-        Array.isArray(r) &&
-        (r[0] === 1 || r[0] === 2) &&
-        r.length === 2 &&
-        Number.isSafeInteger(r[1]) &&
-        r[1] > 0
-      ) {
-        await fenceCheck(key, k, nonce, r[0], r[1], floor, signal);
-        return { ok: true, token: r[1] };
-      }
-      if (
-        Array.isArray(r) &&
-        r[0] === 0 &&
-        r.length === 3 &&
-        typeof r[1] === "string" &&
-        typeof r[2] === "number"
-      ) {
-        // The holder's token counts as seen (the fence check); the holder itself is not reported.
-        const holder = parseValue(r[1]);
-        const result: AcquireResult = { ok: false };
-        if (holder) see(key, holder.token);
-        if (r[2] > 0) result.retryAfter = r[2];
-        return result;
-      }
-      throw malformed(r);
-    },
-
-    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
-      const r = await evaluate(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal);
-      if (r === 0 || r === 1) return r === 1;
-      throw malformed(r);
-    },
+    renew: ({ key, nonce, ttl, signal }) =>
+      ours(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal),
 
     async release({ key, nonce, signal }): Promise<void> {
-      const r = await evaluate(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
+      await ours(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
     },
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
-      check(Number.isSafeInteger(token) && token > 0, `[${name}]`, "token must be a positive integer");
+      check(isToken(token), `[${name}]`, "token must be a positive integer");
       const k = lockKey(key);
-      const r = await evaluate(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
-      if (r !== 0 && r !== 1) throw malformed(r);
-      if (r === 1) see(key, token);
-      return r === 1;
+      const raised = await ours(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
+      if (raised) see(key, token);
+      return raised;
     },
 
     async inspect(key, signal): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
-      if (Array.isArray(r) && r.length === 2 && typeof r[0] === "string" && typeof r[1] === "number") {
-        const holder = parseValue(r[0]);
-        if (!holder) {
-          throw new BackendError("the lock key holds a value leasehold did not write", {
-            backend: name,
-            retryable: false,
-          });
-        }
-        see(key, holder.token);
-        return r[1] > 0 ? { ...holder, ttlLeft: r[1] } : holder;
+      if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== "string" || typeof r[1] !== "number") {
+        throw malformed(r);
       }
-      throw malformed(r);
+      const [value, pttl] = r as [string, number];
+      // `nonce|token|owner`
+      const m = /^[^|]*\|(\d+)\|/.exec(value);
+      const token = Number(m?.[1]);
+      if (!Number.isSafeInteger(token)) {
+        throw new BackendError("the lock key holds a value leasehold did not write", {
+          backend: name,
+          retryable: false,
+        });
+      }
+      see(key, token);
+      const holder: HolderInfo = { owner: value.slice(m![0].length), token };
+      if (pttl > 0) holder.ttlLeft = pttl;
+      return holder;
     },
   };
 }

@@ -69,10 +69,10 @@ export type UpstashEnv = object;
 const NAME = "upstash";
 
 const LIMIT_HINT =
-  ": a limit of the Upstash database or plan; leasehold does not retry it (see the database's usage and limits in the Upstash console)";
+  ": a limit of the Upstash database or plan, not retried (see the database's usage and limits in the Upstash console)";
 
 const READ_ONLY_HINT =
-  ": the token is read-only (or restricted). A read-only token can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
+  ": the token is read-only (or restricted): it can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
 
 function check(ok: boolean, message: string): void {
   checkAt(ok, `[${NAME}]`, message);
@@ -137,7 +137,7 @@ export function upstash(options: UpstashOptions): Backend {
       { method: "POST", headers, body, signal },
       secrets,
     );
-    const error = typeof json === "object" && json !== null ? (json as { error?: unknown }).error : undefined;
+    const error = (json as { error?: unknown } | null)?.error;
     if (typeof error === "string" || status !== 200) {
       throw failure(status, typeof error === "string" ? error : "", hint);
     }
@@ -168,7 +168,7 @@ export function upstash(options: UpstashOptions): Backend {
     return (json as { result: unknown }).result;
   }
 
-  // The three writing scripts; NOPERM here means a token without write rights.
+  // The writing scripts; NOPERM here means a token without write rights.
   const evaluate = async (script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) =>
     result(await call("", ["EVAL", script, keys.length, ...keys, ...args], signal, READ_ONLY_HINT));
 

@@ -377,6 +377,22 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     }
   });
 
+  it("acquireAny counts the tokens of the holders of keys that are all taken", async () => {
+    const [a, b] = [unique(), unique()];
+    const other = upstash({ url: ctx.url, token: ctx.token });
+    expect(await cycle(other, a, 2)).toBe(2);
+    const [na, nb] = [nonce(), nonce()];
+    expect(await other.acquire({ key: a, owner: "h", nonce: na, ttl: 5_000 })).toMatchObject({ token: 3 });
+    expect(await other.acquire({ key: b, owner: "h", nonce: nb, ttl: 5_000 })).toMatchObject({ token: 1 });
+    const fresh = upstash({ url: ctx.url, token: ctx.token });
+    const any = () => fresh.acquireAny!({ keys: [a, b], owner: "c", nonce: nonce(), ttl: 5_000 });
+    expect(await any()).toMatchObject({ ok: false });
+    await other.release({ key: a, nonce: na });
+    await sdk.del(fenceKey(a));
+    await expect(any()).rejects.toThrow(/went back \(seen 3, got 1\)/);
+    await other.release({ key: b, nonce: nb });
+  });
+
   it("answers to concurrent calls that come back first do not count against an acquire already sent", async () => {
     // The winner's answer (token 5) is held back; meanwhile a loser is told the holder has
     // token 5, and an inspect sees a later holder with token 6. Neither was seen before the
@@ -390,8 +406,9 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
       fetch: async (_url, init) => {
         const command = JSON.parse(init.body ?? "[]");
         if (command[0] === "EVAL_RO") return reply(["n2|6|later", 1_000]);
-        if (command[7] === "winner") return held.then(() => reply([1, 5]));
-        return reply([0, "n1|5|winner", 1_000]);
+        if (command[7] === "winner") return held.then(() => reply([1, 5, 0]));
+        // Taken: the smallest PTTL, then the holder's token.
+        return reply([0, 1_000, 5]);
       },
     });
     const take = (owner: string) => fake.acquire({ key: "k", owner, nonce: nonce(), ttl: 1_000 });
@@ -412,7 +429,7 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     const fake = upstash({
       url: "https://fake.invalid",
       token: "fake-token-0123456789",
-      fetch: async () => new Response(JSON.stringify({ result: [1, reply()] })),
+      fetch: async () => new Response(JSON.stringify({ result: [1, reply(), 0] })),
     });
     const take = (key: string) => fake.acquire({ key, owner: "o", nonce: nonce(), ttl: 1_000 });
     await take("first");

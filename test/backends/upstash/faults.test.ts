@@ -136,16 +136,24 @@ describe("malformed 200 replies never yield a lease", () => {
     '{"result":null}',
     '{"result":1}',
     '{"result":[1]}',
-    '{"result":[1,"7"]}',
-    '{"result":[1,0]}',
-    '{"result":[1,-3]}',
-    '{"result":[1,1.5]}',
+    '{"result":[1,7]}',
+    '{"result":[1,"7",0]}',
+    '{"result":[1,0,0]}',
+    '{"result":[1,-3,0]}',
+    '{"result":[1,1.5,0]}',
     '{"result":[1,7,"extra"]}',
-    '{"result":[true,7]}',
+    '{"result":[1,7,1]}',
+    '{"result":[1,7,0.5]}',
+    '{"result":[1,7,0,0]}',
+    '{"result":[true,7,0]}',
     '{"result":[0,"a|1|b"]}',
-    '{"result":[0,5,100]}',
-    '[{"result":[1,7]}]',
-    '{"result":[1,7],"error":"ERR oops"}',
+    '{"result":[0,"a|1|b",100]}',
+    '{"result":[0,5]}',
+    '{"result":[0,"5",1]}',
+    '{"result":[0,5,"1"]}',
+    '{"result":[0,5,1,2]}',
+    '[{"result":[1,7,0]}]',
+    '{"result":[1,7,0],"error":"ERR oops"}',
   ])("acquire rejects %s", async (body) => {
     const b = await serve(answer(200, body));
     const result = await b.acquire({ key: "k", owner: "o", nonce: crypto.randomUUID(), ttl: 1_000 }).then(
@@ -155,6 +163,45 @@ describe("malformed 200 replies never yield a lease", () => {
     expect(result).toHaveProperty("error");
     expect("error" in result && result.error).toMatchObject({ name: "BackendError" });
   });
+
+  it.each([
+    ['{"result":[1,7,0]}', { ok: true, token: 7 }],
+    ['{"result":[2,7,0]}', { ok: true, token: 7 }],
+    ['{"result":[0,250,3]}', { ok: false, retryAfter: 250 }],
+    ['{"result":[0,-1,0]}', { ok: false }],
+  ])(
+    "acquire reads %s (grant or retried grant: token, index; taken: the lock's PTTL, its holder's token)",
+    async (body, expected) => {
+      const b = await serve(answer(200, body));
+      expect(await b.acquire({ key: "k", owner: "o", nonce: crypto.randomUUID(), ttl: 1_000 })).toEqual(
+        expected,
+      );
+    },
+  );
+
+  it.each([
+    ['{"result":[1,7,2]}', { ok: true, token: 7, index: 2 }],
+    ['{"result":[0,900,4,300,5,-1,0]}', { ok: false, retryAfter: 300 }],
+    ['{"result":[0,-1,4,-2,5,-1,0]}', { ok: false }],
+    ['{"result":[1,7,3]}', "error"],
+    ['{"result":[0,900,4,300,5]}', "error"],
+    ['{"result":[0,900,4,300,5,-1,0,1]}', "error"],
+    ['{"result":[0,900,4,"300",5,-1,0]}', "error"],
+  ])(
+    "acquireAny on 3 keys reads %s (taken: each lock's PTTL and holder's token; the earliest expiry)",
+    async (body, expected) => {
+      const b = await serve(answer(200, body));
+      const result = b.acquireAny!({
+        keys: ["a", "b", "c"],
+        owner: "o",
+        nonce: crypto.randomUUID(),
+        ttl: 1_000,
+      });
+      if (expected === "error")
+        await expect(result).rejects.toMatchObject({ name: "BackendError", retryable: true });
+      else expect(await result).toEqual(expected);
+    },
+  );
 
   it.each(['{"result":"1"}', '{"result":2}', '{"result":true}', '{"result":null}'])(
     "renew and release reject %s",
