@@ -611,7 +611,7 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
       },
     },
     {
-      name: "acquireAny, where offered: the first free key in order, tokens per key, retryAfter when all are taken, and per-key acquire, renew and release on the same keys",
+      name: "acquireAny, where offered: the first free key in order, tokens per key, retryAfter (the earliest expiry) when all are taken, and per-key acquire, renew and release on the same keys",
       timeout: 30_000,
       async run() {
         const { backend, name } = await setup();
@@ -619,7 +619,9 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         const keys = [0, 1, 2].map((slot) => slotKey(name, slot));
         const any = (nonce: string) => backend.acquireAny!({ keys, owner: "any", nonce, ttl });
         const n0 = crypto.randomUUID();
-        const k0 = await backend.acquire({ key: keys[0]!, owner: "per-key", nonce: n0, ttl });
+        // Key 0 outlives the others, so that retryAfter must be the earliest expiry, not the last.
+        const long = Math.min(2 * ttl, backend.ttlRange?.[1] ?? Number.POSITIVE_INFINITY);
+        const k0 = await backend.acquire({ key: keys[0]!, owner: "per-key", nonce: n0, ttl: long });
         assert(k0.ok, "a per-key acquire failed on a free key");
         const n1 = crypto.randomUUID();
         const r1 = await any(n1);
@@ -645,7 +647,7 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         assert(!full.ok, "acquireAny took a key while all were held");
         assert(
           full.retryAfter === undefined || (full.retryAfter >= 0 && full.retryAfter <= ttl),
-          `retryAfter ${full.retryAfter} is outside 0-${ttl}`,
+          `retryAfter ${full.retryAfter} is outside 0-${ttl} (the earliest of the keys' expiries)`,
         );
         await backend.release({ key: keys[0]!, nonce: n0 });
         const r0 = await any(crypto.randomUUID());

@@ -19,9 +19,9 @@ import { slotOf } from "../../slots.ts";
 // KEYS lock1, fence1, lock2, fence2, ... (acquire: one pair); ARGV nonce, ttl (ms), owner. On
 // each pair in order, stopping at the first grant: free, bump the fence, set the lock and return
 // {1, token, index from 0}; already ours (a retried acquire), extend it and return {2, token,
-// index}, the same token. All taken: {0, then for each lock in order its PTTL and its holder's
-// token (0 for a value leasehold did not write)}.
-export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0}
+// index}, the same token. All taken: {0, the smallest PTTL above 0 or -1, then for each lock in
+// order its holder's token (0 for a value leasehold did not write)}: a reply of 2 + locks numbers.
+export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0,-1}
 for i=1,#KEYS,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
@@ -34,8 +34,9 @@ if v:sub(1,#n)==n then
 redis.call("PEXPIRE",KEYS[i],ARGV[2])
 return {2,t,(i-1)/2}
 end
-r[i+1]=redis.call("PTTL",KEYS[i])
-r[i+2]=t or 0
+local p=redis.call("PTTL",KEYS[i])
+if p>0 and (r[2]<0 or p<r[2]) then r[2]=p end
+r[#r+1]=t or 0
 end
 return r`;
 
@@ -62,7 +63,8 @@ return 1`;
 
 // KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
-return v and {v,redis.call("PTTL",KEYS[1])}`;
+if not v then return nil end
+return {v,redis.call("PTTL",KEYS[1])}`;
 
 /** Whether `value` is a fencing token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
@@ -177,15 +179,14 @@ export function scriptBackend(runner: ScriptRunner): Backend {
         { backend: name, retryable: false },
       );
     }
-    if (kind === 0 && r.length === 1 + 2 * keys.length && r.every((n) => typeof n === "number")) {
+    if (kind === 0 && r.length === 2 + keys.length && r.every((n) => typeof n === "number")) {
       // Each holder's token counts as seen (the fence check); the holders themselves are not
       // reported. retryAfter: the earliest expiry.
       keys.forEach((key, j) => {
-        const token = r[2 * j + 2];
+        const token = r[j + 2];
         if (isToken(token)) see(key, token);
       });
-      const pttls = r.filter((pttl, n) => n % 2 === 1 && pttl > 0);
-      return pttls.length ? { ok: false, retryAfter: Math.min(...pttls) } : { ok: false };
+      return (value as number) > 0 ? { ok: false, retryAfter: value as number } : { ok: false };
     }
     throw malformed(r);
   }

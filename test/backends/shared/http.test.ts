@@ -83,7 +83,7 @@ describe("redirects are never followed", () => {
     // answer as the lock's (Node drops the Authorization header, not the answer).
     const other = await serve((_req, res) => {
       res.writeHead(200, { "content-type": "application/json" });
-      res.end(JSON.stringify({ result: [1, 7] }));
+      res.end(JSON.stringify({ result: [1, 7, 0] }));
     });
     const redirecting = await serve((_req, res) => {
       res.writeHead(307, { location: `${other}/` });
@@ -119,7 +119,7 @@ describe("reply size cap", () => {
           sent += chunk.length;
           if (!res.write(chunk)) return void res.once("drain", pump);
         }
-        res.end(JSON.stringify({ result: [1, 1] }));
+        res.end(JSON.stringify({ result: [1, 1, 0] }));
       };
       res.on("close", () => (left = 0));
       pump();
@@ -135,7 +135,7 @@ describe("reply size cap", () => {
   it("counts a compressed reply as it is decoded: a small gzip that expands past the cap is refused", async () => {
     // 16 MiB of spaces and a valid grant, gzipped to a few KiB with a Content-Length that fits the cap.
     const bomb = gzipSync(
-      Buffer.from(`${" ".repeat(16 * 1024 * 1024)}${JSON.stringify({ result: [1, 1] })}`),
+      Buffer.from(`${" ".repeat(16 * 1024 * 1024)}${JSON.stringify({ result: [1, 1, 0] })}`),
     );
     expect(bomb.length).toBeLessThan(MAX_REPLY_BYTES);
     const zipped = await serve((_req, res) => {

@@ -181,14 +181,14 @@ describe("malformed 200 replies never yield a lease", () => {
 
   it.each([
     ['{"result":[1,7,2]}', { ok: true, token: 7, index: 2 }],
-    ['{"result":[0,900,4,300,5,-1,0]}', { ok: false, retryAfter: 300 }],
-    ['{"result":[0,-1,4,-2,5,-1,0]}', { ok: false }],
+    ['{"result":[0,300,4,5,0]}', { ok: false, retryAfter: 300 }],
+    ['{"result":[0,-1,4,5,0]}', { ok: false }],
     ['{"result":[1,7,3]}', "error"],
-    ['{"result":[0,900,4,300,5]}', "error"],
-    ['{"result":[0,900,4,300,5,-1,0,1]}', "error"],
-    ['{"result":[0,900,4,"300",5,-1,0]}', "error"],
+    ['{"result":[0,300,4,5]}', "error"],
+    ['{"result":[0,300,4,5,0,1]}', "error"],
+    ['{"result":[0,300,4,"5",0]}', "error"],
   ])(
-    "acquireAny on 3 keys reads %s (taken: each lock's PTTL and holder's token; the earliest expiry)",
+    "acquireAny on 3 keys reads %s (taken: the earliest expiry, then each lock's holder's token)",
     async (body, expected) => {
       const b = await serve(answer(200, body));
       const result = b.acquireAny!({
