@@ -240,7 +240,7 @@ export function granted(
     releaseInBackground(o, key, nonce);
     throw signal.reason;
   }
-  return createLease({ ...o, name: key, nonce, token: token as number, tSend, autoRenew: o.renew });
+  return createLease(o, key, nonce, token as number, tSend);
 }
 
 /**
