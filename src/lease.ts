@@ -3,7 +3,7 @@ import type { Backend } from "./backend.ts";
 import { LeaseLostError } from "./errors.ts";
 import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
-import { now, timer } from "./time.ts";
+import { NEVER, now, timer } from "./time.ts";
 import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
 
 /**
@@ -92,7 +92,7 @@ export function createLease(
   // The lease's one timer, due at the next renewal or at the deadline, whichever comes first
   // (or earlier: see arm).
   let cancel = (): void => {};
-  let renewDue = Number.POSITIVE_INFINITY;
+  let renewDue = NEVER;
   let failures = 0;
   let renewing: Bounded | undefined;
   let inflight: Promise<void> | undefined;
@@ -106,8 +106,8 @@ export function createLease(
   const end = (why: unknown): void => {
     ended = why;
     cancel();
-    if (renewing) renewing.abort(reason());
-    if (ctrl) ctrl.abort(reason());
+    renewing?.abort(reason());
+    ctrl?.abort(reason());
   };
   const lose = (loss: LossReason, why: string, cause: unknown = lastError): void => {
     if (ended) return;
@@ -122,7 +122,7 @@ export function createLease(
     return false;
   };
 
-  let armedAt = Number.POSITIVE_INFINITY;
+  let armedAt = NEVER;
   const arm = (): void => {
     const at = Math.min(renewDue, deadline);
     // A timer already due before `at` stays: tick() asks the clock and arms the next one then
@@ -169,7 +169,7 @@ export function createLease(
 
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
   function tick(): void {
-    armedAt = Number.POSITIVE_INFINITY;
+    armedAt = NEVER;
     const late = now() - renewDue;
     // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
     // the holder relies on to stop in time: abort first, then free the lock for the next term.
@@ -187,7 +187,7 @@ export function createLease(
       arm(); // early, or the deadline's turn while a renewal is out
       return;
     }
-    renewDue = Number.POSITIVE_INFINITY;
+    renewDue = NEVER;
     arm();
     renewOnce().then(
       () => {

@@ -13,7 +13,7 @@ import {
   optionsOf,
 } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
-import { now, sleep } from "./time.ts";
+import { NEVER, now, sleep } from "./time.ts";
 import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
@@ -256,8 +256,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
   let seen: { version: string; since: number; wait: number } | undefined;
   return async (signal, queue) => {
     const nonce = crypto.randomUUID();
-    const limit = ttl - guard;
-    const bounded = requestSignal(backendName, "acquire", limit, signal);
+    const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
     const request: Parameters<Backend["acquire"]>[0] = { key, owner, nonce, ttl, signal: bounded.signal };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
@@ -343,7 +342,7 @@ export async function waitFor(
   checkFunction("acquire", "onError", onError);
   signal?.throwIfAborted();
   const start = now();
-  const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+  const end = start + (timeout ?? NEVER);
   emit?.({ type: "acquiring" });
   let attempts = 0;
   // Whether the backend answered since the last failure, and whether a request is out now.
@@ -356,7 +355,7 @@ export async function waitFor(
     return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms`, { cause });
   };
   // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
-  const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
+  const outer = linkedSignal([signal], timeout === 0 ? NEVER : end - now(), timedOut);
   // One place in line for every attempt of this call, on a backend that queues waiters.
   const waiter = queued && backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
   try {
