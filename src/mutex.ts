@@ -354,8 +354,11 @@ export async function waitFor(
     const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
     return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms`, { cause });
   };
-  // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
-  const outer = linkedSignal([signal], timeout === 0 ? NEVER : end - now(), timedOut);
+  // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything,
+  // requests in flight included, through a signal that follows the caller's. Without one, the
+  // caller's signal (if any) is all there is to follow: no second signal to make and listen to.
+  const outer = timeout ? linkedSignal([signal], end - now(), timedOut) : undefined;
+  const bound = outer ? outer.signal : signal;
   // One place in line for every attempt of this call, on a backend that queues waiters.
   const waiter = queued && backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
   try {
@@ -366,13 +369,13 @@ export async function waitFor(
       try {
         const hold = waiter ? queueHold(ttl, end - now()) : 0;
         const queue = waiter && hold >= 1 ? { waiter, hold } : undefined;
-        const result = await attempt(outer.signal, queue, attempts, start);
+        const result = await attempt(bound, queue, attempts, start);
         if (isLease(result)) return result;
         answered = true;
         lastError = undefined;
         if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
       } catch (error) {
-        if (outer.signal.aborted) throw outer.signal.reason;
+        if (bound?.aborted) throw bound.reason;
         if (!(error instanceof BackendError && error.retryable)) throw error;
         answered = false;
         lastError = error;
@@ -382,13 +385,13 @@ export async function waitFor(
       }
       // Never sleep past the timeout, and never sleep after giving up.
       if (now() >= end) throw timedOut();
-      await sleep(Math.min(wait, end - now()), outer.signal);
+      await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;
   } finally {
-    outer.done();
+    outer?.done();
   }
 }
 

@@ -30,7 +30,7 @@ export function timer(ms: number, fn: () => void, keepAlive = false): () => void
     if (left === NEVER) return;
     id = setTimeout(
       left > MAX_DELAY ? () => arm(left - MAX_DELAY) : fn,
-      Math.min(Math.max(0, left || 0), MAX_DELAY),
+      Math.min(left || 0, MAX_DELAY), // a negative delay is 0 to setTimeout
     );
     if (!keepAlive) unref(id);
   };
