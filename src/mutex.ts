@@ -13,7 +13,7 @@ import {
   optionsOf,
 } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
-import { now, sleep } from "./time.ts";
+import { NEVER, now, sleep } from "./time.ts";
 import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 
 /** Options of {@link createMutex}. All durations are milliseconds. */
@@ -240,7 +240,7 @@ export function granted(
     releaseInBackground(o, key, nonce);
     throw signal.reason;
   }
-  return createLease({ ...o, name: key, nonce, token: token as number, tSend, autoRenew: o.renew });
+  return createLease(o, key, nonce, token as number, tSend);
 }
 
 /**
@@ -256,8 +256,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
   let seen: { version: string; since: number; wait: number } | undefined;
   return async (signal, queue) => {
     const nonce = crypto.randomUUID();
-    const limit = ttl - guard;
-    const bounded = requestSignal(backendName, "acquire", limit, signal);
+    const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
     const request: Parameters<Backend["acquire"]>[0] = { key, owner, nonce, ttl, signal: bounded.signal };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
@@ -343,7 +342,7 @@ export async function waitFor(
   checkFunction("acquire", "onError", onError);
   signal?.throwIfAborted();
   const start = now();
-  const end = start + (timeout ?? Number.POSITIVE_INFINITY);
+  const end = start + (timeout ?? NEVER);
   emit?.({ type: "acquiring" });
   let attempts = 0;
   // Whether the backend answered since the last failure, and whether a request is out now.
@@ -355,8 +354,11 @@ export async function waitFor(
     const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
     return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms`, { cause });
   };
-  // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything.
-  const outer = linkedSignal([signal], timeout === 0 ? Number.POSITIVE_INFINITY : end - now(), timedOut);
+  // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything,
+  // requests in flight included, through a signal that follows the caller's. Without one, the
+  // caller's signal (if any) is all there is to follow: no second signal to make and listen to.
+  const outer = timeout ? linkedSignal([signal], end - now(), timedOut) : undefined;
+  const bound = outer ? outer.signal : signal;
   // One place in line for every attempt of this call, on a backend that queues waiters.
   const waiter = queued && backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
   try {
@@ -367,13 +369,13 @@ export async function waitFor(
       try {
         const hold = waiter ? queueHold(ttl, end - now()) : 0;
         const queue = waiter && hold >= 1 ? { waiter, hold } : undefined;
-        const result = await attempt(outer.signal, queue, attempts, start);
+        const result = await attempt(bound, queue, attempts, start);
         if (isLease(result)) return result;
         answered = true;
         lastError = undefined;
         if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
       } catch (error) {
-        if (outer.signal.aborted) throw outer.signal.reason;
+        if (bound?.aborted) throw bound.reason;
         if (!(error instanceof BackendError && error.retryable)) throw error;
         answered = false;
         lastError = error;
@@ -383,13 +385,13 @@ export async function waitFor(
       }
       // Never sleep past the timeout, and never sleep after giving up.
       if (now() >= end) throw timedOut();
-      await sleep(Math.min(wait, end - now()), outer.signal);
+      await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;
   } finally {
-    outer.done();
+    outer?.done();
   }
 }
 

@@ -1,6 +1,6 @@
 // Signals: one that follows others (and a timeout), a bound for one backend request, waiting for an abort.
 import { BackendError } from "./errors.ts";
-import { timer } from "./time.ts";
+import { NEVER, timer } from "./time.ts";
 
 /**
  * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
@@ -8,22 +8,18 @@ import { timer } from "./time.ts";
  */
 export function linkedSignal(
   parents: readonly (AbortSignal | undefined)[],
-  ms: number = Number.POSITIVE_INFINITY,
+  ms: number = NEVER,
   reason: () => unknown = () => undefined,
 ): { signal: AbortSignal; done: () => void } {
   const ctrl = new AbortController();
-  const sources = parents.filter((p): p is AbortSignal => p !== undefined);
-  const first = sources.find((p) => p.aborted);
-  if (first) {
-    ctrl.abort(first.reason);
-    return { signal: ctrl.signal, done: () => {} };
-  }
-  const detach = sources.map((p) => {
-    const onAbort = () => ctrl.abort(p.reason);
-    p.addEventListener("abort", onAbort, { once: true });
-    return () => p.removeEventListener("abort", onAbort);
-  });
   const cancel = timer(ms, () => ctrl.abort(reason()));
+  // The first parent found aborted gives the reason (a controller aborts once).
+  const detach = parents.map((parent) => {
+    const onAbort = () => ctrl.abort(parent?.reason);
+    if (parent?.aborted) onAbort();
+    else parent?.addEventListener("abort", onAbort, { once: true });
+    return () => parent?.removeEventListener("abort", onAbort);
+  });
   return {
     signal: ctrl.signal,
     done: () => {

@@ -7,12 +7,15 @@ export function now(): number {
 
 /** Lets the runtime exit while this timer is pending (Node, Bun: `unref`; Deno: `Deno.unrefTimer`). */
 function unref(timer: unknown): void {
-  if (typeof timer === "object" && timer !== null) {
-    (timer as { unref?: () => void }).unref?.();
-  } else if (typeof timer === "number") {
+  if (typeof timer === "number") {
     (globalThis as { Deno?: { unrefTimer?: (id: number) => void } }).Deno?.unrefTimer?.(timer);
+  } else {
+    (timer as { unref?: () => void } | undefined)?.unref?.();
   }
 }
+
+/** A time (or a delay) that never comes: a {@link timer} of this length never fires. */
+export const NEVER: number = Number.POSITIVE_INFINITY;
 
 /** The longest delay `setTimeout` honours; longer ones (and NaN) fire after 1 ms on Node and Bun. */
 export const MAX_DELAY = 2_147_483_647;
@@ -24,10 +27,10 @@ export const MAX_DELAY = 2_147_483_647;
 export function timer(ms: number, fn: () => void, keepAlive = false): () => void {
   let id: ReturnType<typeof setTimeout> | undefined;
   const arm = (left: number): void => {
-    if (left === Number.POSITIVE_INFINITY) return; // never
+    if (left === NEVER) return;
     id = setTimeout(
       left > MAX_DELAY ? () => arm(left - MAX_DELAY) : fn,
-      Math.min(Math.max(0, left || 0), MAX_DELAY),
+      Math.min(left || 0, MAX_DELAY), // a negative delay is 0 to setTimeout
     );
     if (!keepAlive) unref(id);
   };

@@ -252,6 +252,21 @@ describe("release", () => {
     await lease[Symbol.asyncDispose]();
   });
 
+  it("renew, release and asyncDispose work unbound (as listeners, destructured)", async () => {
+    const backend = memory();
+    const mutex = createMutex(backend, { name: "u", ttl: 900 });
+    const lease = (await mutex.tryAcquire())!;
+    const { renew, release, signal, valid, expiresAt } = lease;
+    expect([signal.aborted, valid, expiresAt > Date.now()]).toEqual([false, true, true]);
+    await renew();
+    await release();
+    expect(signal.aborted).toBe(true);
+    expect(await mutex.holder()).toBeNull();
+    const next = (await mutex.tryAcquire())!;
+    await next[Symbol.asyncDispose].call(undefined);
+    expect(await mutex.holder()).toBeNull();
+  });
+
   it("a lost lease with a failing backend release still resolves", async () => {
     const backend = backendWith({
       renew: async () => false,
