@@ -154,13 +154,14 @@ export function optionsOf<T extends object>(where: string, options: T | undefine
 
 /** Checks that `signal`, when given, is an AbortSignal (any realm's). */
 export function checkSignal(where: string, signal: unknown): asserts signal is AbortSignal | undefined {
-  const s = signal as { aborted?: unknown; addEventListener?: unknown } | null | undefined;
+  // Early, so that the common call builds no message (this runs on every tryAcquire).
+  if (signal === undefined) return;
+  const s = signal as { aborted?: unknown; addEventListener?: unknown } | null;
   check(
-    signal === undefined ||
-      (typeof s === "object" &&
-        s !== null &&
-        typeof s.aborted === "boolean" &&
-        typeof s.addEventListener === "function"),
+    typeof s === "object" &&
+      s !== null &&
+      typeof s.aborted === "boolean" &&
+      typeof s.addEventListener === "function",
     `${where}:`,
     `signal must be an AbortSignal, got ${kind(signal)}`,
   );
@@ -168,17 +169,15 @@ export function checkSignal(where: string, signal: unknown): asserts signal is A
 
 /** Checks that `fn`, when given, is a function. */
 export function checkFunction(where: string, name: string, fn: unknown): void {
-  check(
-    fn === undefined || typeof fn === "function",
-    `${where}:`,
-    `${name} must be a function, got ${kind(fn)}`,
-  );
+  if (fn === undefined) return;
+  check(typeof fn === "function", `${where}:`, `${name} must be a function, got ${kind(fn)}`);
 }
 
 /** Checks that `ms`, when given, is a number of ms >= 0 (finite unless `infinite`). */
 export function checkMs(where: string, name: string, ms: unknown, infinite = false): void {
+  if (ms === undefined) return;
   check(
-    ms === undefined || (typeof ms === "number" && ms >= 0 && (infinite || Number.isFinite(ms))),
+    typeof ms === "number" && ms >= 0 && (infinite || Number.isFinite(ms)),
     `${where}:`,
     `${name} must be a ${infinite ? "" : "finite "}number of ms >= 0, got ${typeof ms === "number" ? ms : kind(ms)}`,
     typeof ms === "number" ? RangeError : TypeError,
