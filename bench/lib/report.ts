@@ -813,7 +813,15 @@ function explain(res: Results): string[] {
         })
         .join("; ")}. ` +
         `Leader election is its own function (\`createElection\`), so an app that only locks does not ship it; one that elects adds ${election.gzip - memory.gzip} B (core + memory + election: ${election.gzip} B). ` +
-        "Section 3's \"what each part costs\" table lists every file's share.",
+        "Section 3's \"what each part costs\" table lists every file's share" +
+        (row("core")
+          ? `; the core alone (createMutex and no backend) is ${row("core")!.gzip} B, ${
+              row("core")!.gzip > SIZE_TARGETS.upstash! ? "already over" : "under"
+            } the core + upstash target by itself. `
+          : ". ") +
+        (res.changeSizes?.length
+          ? "Section 13 lists the size of every version since issue 19 was filed: what each later issue's features added, and what each trim took away."
+          : ""),
       "",
     );
   }
