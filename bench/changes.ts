@@ -12,7 +12,7 @@ import { join } from "node:path";
 import type { Backend, FetchLike } from "../src/backend.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { capture, OPS, type Op, replay } from "./latency.ts";
-import { type Cycle, mutexCycle, ours, time3 } from "./lib/cycles.ts";
+import { type Cycle, mutexCycle, ours, time3, WAITING } from "./lib/cycles.ts";
 import { ROOT } from "./lib/env.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
@@ -191,6 +191,11 @@ export async function runChanges(t: ChangesTargets): Promise<ChangesResult> {
     )) as typeof import("../src/backends/upstash/index.ts");
     const backend = up.upstash({ url, token, prefix: "bench-changes:" });
     cycles[v.id] = mutexCycle(core.createMutex(backend, { name: `version-${i}`, ttl, owner: "bench" }), v.id);
+    cycles[`${v.id}${WAITING}`] = mutexCycle(
+      core.createMutex(backend, { name: `version-${i}-waiting`, ttl, owner: "bench" }),
+      v.id,
+      true,
+    );
   }
   const names = Object.keys(cycles);
   const samples: Record<string, Record<Op, number[]>> = Object.fromEntries(

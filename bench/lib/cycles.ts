@@ -22,13 +22,17 @@ export async function time3(
   return [t0, t1, t2, performance.now()];
 }
 
-/** `mutex`'s tryAcquire, lease.renew() and lease.release(). */
-export function mutexCycle(mutex: Mutex, label: string): Cycle {
+/** The suffix of a version's series (bench/changes.ts) taken with `acquire()`, not `tryAcquire()`. */
+export const WAITING = " acquire()";
+
+/** `mutex`'s tryAcquire (with `waiting`, acquire()), lease.renew() and lease.release(). */
+export function mutexCycle(mutex: Mutex, label: string, waiting = false): Cycle {
   return () => {
     let lease: Awaited<ReturnType<typeof mutex.tryAcquire>> = null;
     return time3(
       async () => {
-        lease = await mutex.tryAcquire();
+        // `waiting`: acquire() (the call most apps make) on a free lock, instead of tryAcquire().
+        lease = await (waiting ? mutex.acquire() : mutex.tryAcquire());
         if (!lease) throw new Error(`bench: ${label} tryAcquire found the lock taken`);
       },
       () => lease!.renew(),

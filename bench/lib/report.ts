@@ -14,7 +14,7 @@ import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { SemaphoreResult } from "../semaphore.ts";
 import type { SizeResult, SizeRow } from "../size.ts";
-import { OURS } from "./cycles.ts";
+import { OURS, WAITING } from "./cycles.ts";
 import type { Environment } from "./env.ts";
 import type { Summary } from "./stats.ts";
 
@@ -858,6 +858,22 @@ function changesSection(runs: ChangesResult[], sizes: ChangeSize[]): string {
     out.push(row("backend", "the adapter alone"));
     out.push(row("backend + timeout", "the adapter with the core's per-request timeout"));
     for (const v of r.variants) if (s[v.id]) out.push(row(v.id, v.change));
+    const waiting = r.variants.filter((v) => s[`${v.id}${WAITING}`]);
+    if (waiting.length) {
+      out.push(
+        "",
+        "The same versions taking the free lock with `acquire()` (the call most apps make: it can wait, so it sets up more than `tryAcquire()`):",
+        "",
+        "| version | acquire / renew / release | × floor |",
+        "|---|---|---|",
+      );
+      for (const v of waiting) {
+        const c = `${v.id}${WAITING}`;
+        out.push(
+          `| ${v.id} | ${OPS.map((op) => (s[c]![op].median * 1000).toFixed(0)).join(" / ")} | ×${x(c).toFixed(3)} |`,
+        );
+      }
+    }
     const [a, b] = [s.now, s["now, copy"]];
     if (a && b) {
       const noise = Math.abs(x("now") - x("now, copy"));
