@@ -186,12 +186,12 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
         return retryAfter === undefined ? { ok: false } : { ok: false, retryAfter };
       }
       const r = await call({ op: "acquireAny", ...one, owner, nonce, ttl: Math.ceil(ttl) }, signal);
-      if (r?.ok === true && Number.isSafeInteger(r.token) && r.token > 0) {
-        if (Number.isSafeInteger(r.index) && r.index >= 0 && r.index < keys.length)
-          return { ok: true, token: r.token, index: r.index };
-      } else if (r?.ok === false && typeof r.retryAfter === "number" && r.retryAfter >= 0) {
-        return { ok: false, retryAfter: r.retryAfter };
-      }
+      // An acquire's reply, and on a grant the index of the slot taken.
+      const a = acquired(r);
+      if (!a.ok) return a;
+      const { index } = r as { index?: unknown };
+      if (Number.isSafeInteger(index) && (index as number) >= 0 && (index as number) < keys.length)
+        return { ok: true, token: a.token, index: index as number };
       throw malformed(r);
     },
     async renew({ key, nonce, ttl, signal }) {
