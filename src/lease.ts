@@ -4,7 +4,7 @@ import { LeaseLostError } from "./errors.ts";
 import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { NEVER, now, timer } from "./time.ts";
-import { quietBound, renewalBound, renewalDelay, renewalRetryDelay } from "./timing.ts";
+import { quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
 
 /**
  * A held lock. Dispose it with `await using`, or call {@link Lease.release}. While `signal` is
@@ -192,7 +192,7 @@ export function createLease(
     renewOnce().then(
       () => {
         failures = 0;
-        renewDue = now() + renewalDelay(ttl);
+        renewDue = renewalAt(deadline, ttl, guard, now());
         arm();
       },
       () => {
@@ -203,7 +203,8 @@ export function createLease(
     );
   }
 
-  if (init.renew) renewDue = now() + renewalDelay(ttl);
+  // Scheduled from the deadline this lease has: a grant answered late renews at once (§4.3).
+  if (init.renew) renewDue = renewalAt(deadline, ttl, guard, now());
   arm();
 
   const release = (): Promise<void> =>

@@ -21,6 +21,16 @@ export function renewalDelay(ttl: number): number {
   return jitter(ttl / 3, 0.1);
 }
 
+/**
+ * When a lease whose deadline is `deadline` renews next: ttl / 3 (±10 %) after the send time of
+ * the request that set that deadline (deadline − (ttl − guard)), not after its reply, and never
+ * before `at` (now). A grant that arrived late (a hand-over late in a held request, a slow reply)
+ * thus renews at once rather than after its deadline.
+ */
+export function renewalAt(deadline: number, ttl: number, guard: number, at: number): number {
+  return Math.max(at, deadline - (ttl - guard) + renewalDelay(ttl));
+}
+
 /** The time a renewal request may take: min(ttl / 5, time left to the deadline). */
 export function renewalBound(ttl: number, left: number): number {
   return Math.min(ttl / 5, left);

@@ -96,6 +96,72 @@ describe("background renewal", () => {
     }
   });
 
+  it("schedules renewals from the deadline the lease has: a grant answered late (largest stopMargin) renews in time", async () => {
+    // ttl 1 000 with the largest stopMargin allowed (< ttl/2): guard = 10 + 2 + 499 = 511, so
+    // the deadline is 489 ms after t_send. The grant is answered 250 ms after t_send (a hand-over
+    // a quarter of a ttl into a held request): a renewal due ttl/3 after the *reply* (583 ± 33 ms
+    // after t_send) would come after the deadline; due ttl/3 after t_send it comes in time.
+    for (const random of [0, 0.5, 0.999999]) {
+      const inner = memory();
+      const renewals: number[] = [];
+      const backend = backendWith({
+        ...inner,
+        acquire: async (r) => {
+          const granted = await inner.acquire(r);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          return granted;
+        },
+        renew: (r) => {
+          renewals.push(t0());
+          return inner.renew(r);
+        },
+      });
+      vi.spyOn(Math, "random").mockReturnValue(random);
+      const mutex = createMutex(backend, { name: `late${random}`, ttl: 1_000, stopMargin: 499 });
+      const start = t0();
+      const pending = mutex.tryAcquire();
+      await vi.advanceTimersByTimeAsync(250);
+      const lease = (await pending)!;
+      await vi.advanceTimersByTimeAsync(3_000);
+      expect(lease.signal.aborted).toBe(false);
+      // The first renewal at t_send + ttl/3 (±10 %), before the deadline at 489 ms.
+      expect(renewals[0]! - start).toBeLessThanOrEqual(Math.ceil(1_000 / 3 + 34));
+      expect(renewals.length).toBeGreaterThanOrEqual(8);
+      await lease.release();
+    }
+  });
+
+  it("renews at once a grant answered after its renewal was due", async () => {
+    // ttl 1 000, stopMargin 499: deadline 489 ms after t_send; the grant is answered 400 ms after.
+    const inner = memory();
+    const renewals: number[] = [];
+    const backend = backendWith({
+      ...inner,
+      acquire: async (r) => {
+        const granted = await inner.acquire(r);
+        await new Promise((resolve) => setTimeout(resolve, 400));
+        return granted;
+      },
+      renew: (r) => {
+        renewals.push(t0());
+        return inner.renew(r);
+      },
+    });
+    const mutex = createMutex(backend, { name: "later", ttl: 1_000, stopMargin: 499 });
+    const start = t0();
+    const pending = mutex.tryAcquire();
+    await vi.advanceTimersByTimeAsync(400);
+    const lease = (await pending)!;
+    await vi.advanceTimersByTimeAsync(1);
+    // Renewed at once (a zero-delay timer runs within 1 ms; not taken for a stalled loop), well
+    // before the deadline at 489 ms.
+    expect(renewals).toHaveLength(1);
+    expect(renewals[0]! - start).toBeLessThanOrEqual(401);
+    await vi.advanceTimersByTimeAsync(3_000);
+    expect(lease.signal.aborted).toBe(false);
+    await lease.release();
+  });
+
   it("retries quickly after a failed renewal, and the lease is lost at the deadline", async () => {
     const times: number[] = [];
     const backend = backendWith({
