@@ -39,7 +39,8 @@ export interface ConformanceOptions {
   /** Creates the backend under test; called once per check. */
   backend: () => Backend | Promise<Backend>;
   /**
-   * The ttl in ms of every mutex the checks create; the expiry checks wait about this long.
+   * The ttl in ms of the mutexes the checks create (the exclusivity checks' contenders use at
+   * least 10 000, within the backend's range); the expiry checks wait about this long.
    * Must be within the backend's `ttlRange` (pass 15 000 for Azure). Default 1 000.
    */
   ttl?: number;
@@ -74,6 +75,17 @@ export interface Runner {
 
 function assert(ok: unknown, message: string): asserts ok {
   if (!ok) throw new Error(`conformance: ${message}`);
+}
+
+/**
+ * The ttl of the contenders in the exclusivity checks: at least 10 s (within the backend's range).
+ * Those checks are about who wins, not about speed: each attempt may take up to ttl − guard, and
+ * with the suite's short ttl 100 statements queued behind a client's pool of 20 connections on a
+ * slow disk did not fit in 393 ms ("no answer"). The winner releases at once, so nothing waits
+ * this long.
+ */
+function contentionTtl(ttl: number, backend: Backend): number {
+  return Math.min(Math.max(ttl, 10_000), backend.ttlRange?.[1] ?? Number.POSITIVE_INFINITY);
 }
 
 /**
@@ -115,13 +127,14 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         : `exactly one of ${contenders} concurrent tryAcquire calls gets the lease`,
       timeout: 30_000,
       async run() {
-        const { make } = await setup();
-        const mutexes = Array.from({ length: contenders }, (_, i) => make(`contender ${i}`));
+        const { backend, make } = await setup();
+        const roomy = { ttl: contentionTtl(ttl, backend) };
+        const mutexes = Array.from({ length: contenders }, (_, i) => make(`contender ${i}`, roomy));
         const leases = await Promise.all(mutexes.map((m) => m.tryAcquire()));
         const won = leases.filter((l): l is Lease => l !== null);
         assert(won.length <= 1, `expected exactly 1 lease, got ${won.length}`);
         if (won.length === 0 && options.splitVotes) {
-          const late = await eventually(() => make("after the split").tryAcquire());
+          const late = await eventually(() => make("after the split", roomy).tryAcquire());
           if (late) won.push(late);
         }
         assert(won.length === 1, `expected exactly 1 lease, got ${won.length}`);
@@ -534,12 +547,13 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
       name: `semaphore: of ${contenders} concurrent tryAcquire calls ${options.splitVotes ? "at most limit (3) get a permit and the next attempts the rest" : "exactly limit (3) get a permit"}, one per slot; holders() lists them; a released slot is taken again with a greater token`,
       timeout: 30_000,
       async run() {
-        const { make } = await setup();
-        const sems = Array.from({ length: contenders }, (_, i) => make(`contender ${i}`, 3));
+        const { backend, make } = await setup();
+        const roomy = { ttl: contentionTtl(ttl, backend) };
+        const sems = Array.from({ length: contenders }, (_, i) => make(`contender ${i}`, 3, roomy));
         const won = held(await Promise.all(sems.map(attempt)));
         assert(won.length <= 3, `expected 3 permits, got ${won.length}`);
         for (let i = 0; options.splitVotes && won.length < 3; i++) {
-          const late = await eventually(() => attempt(make(`after the split ${i}`, 3)));
+          const late = await eventually(() => attempt(make(`after the split ${i}`, 3, roomy)));
           if (!late) break;
           won.push(late);
         }
