@@ -24,8 +24,11 @@ describe("a lease handed over late in a held request", () => {
       for (let round = 1; ; round++) {
         const name = `handover-${crypto.randomUUID()}`;
         const sends: number[] = [];
+        const renewals: number[] = [];
         const fetchB: FetchLike = (url, init) => {
-          if ((JSON.parse(init.body!) as { op: string }).op === "acquire") sends.push(performance.now());
+          const { op } = JSON.parse(init.body!) as { op: string };
+          if (op === "acquire") sends.push(performance.now());
+          if (op === "renew") renewals.push(performance.now());
           return fetch(url, init);
         };
         const a = createMutex(durableObject({ url: ctx.url, token: ctx.token }), { name, ttl, owner: "a" });
@@ -53,11 +56,18 @@ describe("a lease handed over late in a held request", () => {
           expect(round, `the hand-over was never late (${Math.round(answered - sent)} ms)`).toBeLessThan(3);
           continue;
         }
-        // Two ttls later the lease still holds, renewed several times, and was never lost.
+        // The first renewal goes out ttl/3 after the held request's send, before the deadline
+        // (1 959 ms after it); before the fix none went out and the lease was lost at the deadline.
         await sleep(2 * ttl);
-        expect(events.filter((e) => e.type === "lost")).toEqual([]);
-        expect(lease.signal.aborted).toBe(false);
-        expect(events.filter((e) => e.type === "renewed").length).toBeGreaterThanOrEqual(3);
+        expect(renewals.length).toBeGreaterThan(0);
+        expect(renewals[0]! - sent).toBeLessThan(ttl - (40 + 2 + 1_999));
+        // And it renewed. It may still be lost on a badly overloaded machine (a renewal answered
+        // later than its bound), but only after renewals were tried: never untried, as before.
+        const lost = events.findIndex((e) => e.type === "lost");
+        const tried = events.findIndex((e) => e.type === "renewed" || e.type === "renew-failed");
+        expect(tried, JSON.stringify(events)).toBeGreaterThanOrEqual(0);
+        if (lost >= 0) expect(tried).toBeLessThan(lost);
+        else expect(events.filter((e) => e.type === "renewed").length).toBeGreaterThanOrEqual(3);
         await lease.release();
         return;
       }
