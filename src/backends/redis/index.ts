@@ -15,7 +15,8 @@
  * background; a late reply never revives a lease).
  *
  * Redis replicates asynchronously: a failover that loses the last writes can let a second holder
- * in, and can set the fence counter back (this backend then refuses the repeated token). Keep
+ * in, and can set the fence counter back (this backend then raises the counter above every token
+ * it saw, grants with that token and tells `onFenceHealed`, rather than repeat a token). Keep
  * eviction off (`maxmemory-policy noeviction`, the default) for the database holding the locks.
  *
  * @example With ioredis
@@ -35,7 +36,9 @@ import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { abortable } from "../../signals.ts";
 import { cleaner, secretsIn } from "../shared/clients.ts";
-import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+import { type FenceHealed, INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+
+export type { FenceHealed } from "../shared/redis-scripts.ts";
 
 /** Any function: the clients' own signatures are many and overloaded. */
 type Method = (...args: never) => unknown;
@@ -57,6 +60,14 @@ export type RedisClientLike =
 export interface RedisOptions {
   /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
   prefix?: string;
+  /**
+   * Called when a lock's fencing counter went back (a restart without persistence, a failover or
+   * flush that lost writes, eviction) and this backend raised it above every token it had seen
+   * for the lock, granting the lease with that token instead of repeating one: the lock's name,
+   * the tokens and the likely cause, no secret. Default: `console.warn` of `info.message`. A
+   * function that throws is ignored.
+   */
+  onFenceHealed?: (info: FenceHealed) => void;
 }
 
 const NAME = "redis";
@@ -135,9 +146,10 @@ const hex = (bytes: ArrayBuffer) =>
  *
  * @param client A connected client of one of the {@link RedisClientLike} shapes. leasehold never
  *   connects, closes or configures it.
- * @param options An optional key `prefix`.
+ * @param options An optional key `prefix` and `onFenceHealed`.
  * @returns A backend named `"redis"` with no ttl bounds of its own.
- * @throws {TypeError} When the client has none of the accepted shapes, or `prefix` is not a string.
+ * @throws {TypeError} When the client has none of the accepted shapes, `prefix` is not a string or
+ *   `onFenceHealed` not a function.
  *
  * @example node-redis
  * ```ts
@@ -153,7 +165,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
   const got =
     client === null ? "null" : typeof client === "object" ? "an object without those methods" : typeof client;
   const evaluate: Evaluate = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
-  const { prefix = "leasehold:" } = options ?? {};
+  const { prefix = "leasehold:", onFenceHealed } = options ?? {};
   check(typeof prefix === "string", `[${NAME}]`, "option prefix must be a string");
   const { clean, cause } = cleaner(secretsOf(client));
 
@@ -214,6 +226,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
         retryable: true,
       }),
     counterLoss:
-      "by eviction (set maxmemory-policy to noeviction), or by a failover or flush that lost writes",
+      "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
+    onFenceHealed,
   });
 }

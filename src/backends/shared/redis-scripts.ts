@@ -72,6 +72,25 @@ const isToken = (value: unknown): value is number => Number.isSafeInteger(value)
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
+/**
+ * What `onFenceHealed` (an option of `upstash()` and `redis()`) is told when a lock's fencing
+ * counter went back and the backend raised it instead of handing out a token it had seen.
+ */
+export interface FenceHealed {
+  /** The backend's name: `"upstash"` or `"redis"`. */
+  backend: string;
+  /** The lock's name (a semaphore's slot key for a permit). */
+  name: string;
+  /** The highest token this backend had seen for the lock before the acquire was sent. */
+  seen: number;
+  /** The token the database answered: not above `seen`, so its counter went back. */
+  got: number;
+  /** The token the lease was granted with: the counter was raised to it, above every token seen. */
+  token: number;
+  /** The whole story in one line, as the default prints it with `console.warn`; no secret. */
+  message: string;
+}
+
 /** How a backend runs the scripts; everything else is {@link scriptBackend}'s. */
 export interface ScriptRunner {
   /** The backend's name, such as `"upstash"`. */
@@ -86,17 +105,28 @@ export interface ScriptRunner {
   malformed(reply: unknown): BackendError;
   /** What can have lost the fence counter on this database, and what to do (a sentence part). */
   counterLoss: string;
+  /** Told when the fence counter went back and was raised (the backend's option); default `console.warn`. */
+  onFenceHealed?: ((info: FenceHealed) => void) | undefined;
 }
 
 /**
  * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
  * release, raiseFence (for leasehold/quorum) and inspect with one each. Each backend
- * remembers the highest token it has seen per lock name (the last 4 096 names) and refuses a
- * lease whose token is not above the highest seen before the request was sent (non-retryable,
- * and the lock is freed again), so a counter that went back is an error, not a repeated token.
+ * remembers the highest token it has seen per lock name (the last 4 096 names). A fresh lease
+ * whose token is not above the highest seen before the request was sent means the counter went
+ * back: the backend raises the lease and the counter past every token it saw (RAISE, one more
+ * request), grants with that token and tells `onFenceHealed`; when the raise fails, the lock is
+ * freed again and the acquire fails (retryable as the raise's failure was). So a counter that
+ * went back never repeats a token this backend saw, and never locks it out of the name.
  */
 export function scriptBackend(runner: ScriptRunner): Backend {
   const { name, prefix, evaluate, read, malformed } = runner;
+  check(
+    runner.onFenceHealed === undefined || typeof runner.onFenceHealed === "function",
+    `[${name}]`,
+    "option onFenceHealed must be a function",
+  );
+  const told = runner.onFenceHealed ?? ((info: FenceHealed) => console.warn(info.message));
 
   // The highest token seen per lock name (from acquire, acquireAny and inspect), most recent names last.
   const seen = new Map<string, number>();
@@ -132,9 +162,61 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   }
 
   /**
+   * The fresh lease of `key` (lock key `lock`, ours under `nonce`) was granted with `got`, not
+   * above `floor`, the highest token seen before the request left: the database lost the counter.
+   * Raises the lease and the counter to one above every token seen, tells `onFenceHealed` and
+   * resolves that token. When the raise fails (or finds the lock no longer ours), frees the lock
+   * and rejects, retryable as the raise's failure was; an abort rejects with the signal's reason
+   * (the core frees an attempt it gave up on).
+   */
+  async function heal(
+    key: string,
+    lock: string,
+    nonce: string,
+    floor: number,
+    got: number,
+    signal: AbortSignal | undefined,
+  ): Promise<number> {
+    const token = Math.max(floor, seen.get(key) ?? 0) + 1;
+    const lost =
+      `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${got}): the ` +
+      `database lost ${lock}:fence, ${runner.counterLoss}.`;
+    let failure: unknown;
+    try {
+      if (await ours(RAISE, [lock, `${lock}:fence`], [nonce, token], signal)) {
+        see(key, token);
+        const message =
+          `[leasehold] [${name}] ${lost} The counter was raised to ${token}, above every token this ` +
+          `process saw, and the lease granted with it. A holder from before the loss may still be ` +
+          `running, and tokens only other processes saw may be higher: fence your resource with ` +
+          `lease.token.`;
+        try {
+          told({ backend: name, name: key, seen: floor, got, token, message });
+        } catch {}
+        return token;
+      }
+    } catch (error) {
+      if (signal?.aborted && error === signal.reason) throw error;
+      failure = error;
+    }
+    await evaluate(RELEASE, [lock], [nonce], signal).catch(() => {});
+    const why = failure instanceof Error ? failure.message : "the lock was no longer ours";
+    throw new BackendError(
+      `${lost} Raising it to ${token} failed (${why}), so the lease was not granted and the lock ` +
+        `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
+        `${lock}:fence ${floor}), or use a new lock name.`,
+      {
+        backend: name,
+        retryable: !(failure instanceof BackendError) || failure.retryable,
+        cause: failure,
+      },
+    );
+  }
+
+  /**
    * ACQUIRE_ANY on `keys` (acquire: one key). The holders' tokens it answers count as seen. A
    * fresh grant (kind 1; 2 is a retried acquire keeping its token) whose token is not above the
-   * highest seen before the request left means the counter went back: it is refused and freed.
+   * highest seen before the request left means the counter went back: it is healed (`heal`).
    */
   async function take({
     keys,
@@ -173,15 +255,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       const floor = floors[i];
       see(key, value);
       if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
-      const k = locks[i];
-      await evaluate(RELEASE, [k!], [nonce], signal).catch(() => {});
-      throw new BackendError(
-        `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${value}): the ` +
-          `database lost ${k}:fence, ${runner.counterLoss}. The lease was not granted and the lock ` +
-          `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-          `${k}:fence ${floor}), or use a new lock name.`,
-        { backend: name, retryable: false },
-      );
+      return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal), index: i };
     }
     if (kind === 0 && r.length === 2 + keys.length && r.every((n) => typeof n === "number")) {
       // Each holder's token counts as seen (the fence check); the holders themselves are not

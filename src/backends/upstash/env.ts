@@ -9,7 +9,7 @@ import { type UpstashEnv, type UpstashOptions, upstash } from "./index.ts";
  *
  * @param env Where to read the variables: Workers' `env` binding, or any record. Default:
  *   `process.env` (Node, Bun) or `Deno.env` (Deno, needs `--allow-env`).
- * @param options The other {@link UpstashOptions}: `fetch` and `prefix`.
+ * @param options The other {@link UpstashOptions}: `fetch`, `prefix` and `onFenceHealed`.
  * @returns The backend, as {@link upstash} makes it.
  * @throws {TypeError} When a variable is missing or invalid.
  *

@@ -16,9 +16,11 @@
  * eviction on can do the same by evicting either key: keep eviction off (the default). Treat
  * Upstash locks as efficiency locks (no duplicate work) unless the fenced resource survives such
  * a loss on its own. Each backend remembers the highest token it has seen per lock name (the
- * last 4 096 names) and refuses a lease whose token is not above the highest seen before the
- * request was sent (non-retryable, and the lock is freed again), so a counter that went back is
- * an error rather than a repeated token, as far as this backend instance can tell.
+ * last 4 096 names); when a fresh lease's token is not above the highest seen before the request
+ * was sent, the counter went back: the backend raises it above every token it saw (one more
+ * request), grants the lease with that token and tells `onFenceHealed` (default `console.warn`).
+ * So a token this backend instance saw is never handed out again, and a process that outlives
+ * the loss is not locked out of the name.
  *
  * `inspect` (behind `holder()` and `leasehold status`) runs its script with `EVAL_RO`, so a
  * read-only token can use it; when the token may not run `EVAL_RO` (NOPERM) or the server does
@@ -41,8 +43,9 @@ import { BackendError } from "../../errors.ts";
 import { check as checkAt } from "../../options.ts";
 import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
 import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+import { type FenceHealed, INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
 
+export type { FenceHealed } from "../shared/redis-scripts.ts";
 export { fromEnv } from "./env.ts";
 
 /** Options of {@link upstash}. */
@@ -58,6 +61,13 @@ export interface UpstashOptions {
   fetch?: FetchLike;
   /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
   prefix?: string;
+  /**
+   * Called when a lock's fencing counter went back (eviction, a failover or flush that lost
+   * writes) and this backend raised it above every token it had seen for the lock, granting the
+   * lease with that token instead of repeating one: the lock's name, the tokens and the likely
+   * cause, no secret. Default: `console.warn` of `info.message`. A function that throws is ignored.
+   */
+  onFenceHealed?: (info: FenceHealed) => void;
 }
 
 /**
@@ -82,10 +92,11 @@ function check(ok: boolean, message: string): void {
  * Creates an Upstash Redis backend for {@link createMutex}.
  *
  * @param options `url` and `token` of the database (the REST ones from the Upstash console),
- *   plus an optional `fetch` and key `prefix`.
+ *   plus an optional `fetch`, key `prefix` and `onFenceHealed`.
  * @returns A backend named `"upstash"` with no ttl bounds of its own.
  * @throws {TypeError} When `url` is not an http(s) URL, `token` is empty or not a valid header
- *   value, or `prefix` is not a string. The token is never part of the message.
+ *   value, `prefix` is not a string or `onFenceHealed` not a function. The token is never part
+ *   of the message.
  *
  * @example A mutex on Upstash
  * ```ts
@@ -97,7 +108,7 @@ function check(ok: boolean, message: string): void {
  * ```
  */
 export function upstash(options: UpstashOptions): Backend {
-  const { url, token, prefix = "leasehold:" } = options ?? ({} as UpstashOptions);
+  const { url, token, prefix = "leasehold:", onFenceHealed } = options ?? ({} as UpstashOptions);
   check(typeof url === "string" && url !== "", "option url is required: the database's REST URL");
   httpUrl(`[${NAME}]`, "option url", url, (scheme) =>
     /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "",
@@ -213,5 +224,6 @@ export function upstash(options: UpstashOptions): Backend {
     malformed,
     counterLoss:
       "by eviction (turn Eviction off for this database in the Upstash console) or by a failover or flush that lost writes",
+    onFenceHealed,
   });
 }

@@ -4,7 +4,7 @@
 import IORedis from "ioredis";
 import { createClient } from "redis";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
-import { type RedisClientLike, redis } from "../../../src/backends/redis/index.ts";
+import { type FenceHealed, type RedisClientLike, redis } from "../../../src/backends/redis/index.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { createMutex, isLockError } from "../../../src/index.ts";
 import { registerSecret } from "../../harness/secrets.ts";
@@ -49,8 +49,9 @@ const clients = {
 };
 
 describe.each(Object.entries(clients))("%s", (_label, make) => {
-  it("the server restarted mid-lease: the loss is seen at the deadline, never as held, and the reset fence is refused", async () => {
-    const backend = redis(await make());
+  it("the server restarted mid-lease: the loss is seen at the deadline, never as held, and the reset fence is healed above every token seen", async () => {
+    const told: FenceHealed[] = [];
+    const backend = redis(await make(), { onFenceHealed: (info) => told.push(info) });
     const name = `restart-${crypto.randomUUID()}`;
     const mutex = createMutex(backend, { name, ttl: 1_000, retryDelay: 50 });
     const lease = await mutex.acquire({ timeout: 5_000 });
@@ -67,15 +68,20 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
     expect(lease.valid).toBe(false);
     expect(lease.signal.reason).toMatchObject({ code: "ERR_LEASE_LOST" });
     await start();
-    // The counter restarted at 0: the backend that saw the old token refuses to hand it out again.
-    const again = await mutex.acquire({ timeout: 5_000 }).then(
-      () => null,
-      (e: unknown) => e,
-    );
-    expect(again).toMatchObject({ name: "BackendError", retryable: false });
-    expect((again as Error).message).toMatch(/fencing counter .* went back \(seen \d+, got 1\)/);
-    // ...and frees it again: a fresh backend (another process) takes the lock.
+    // The counter restarted at 0: the backend that saw the old token raises it above that token
+    // instead of handing it out again, and says so.
+    const again = await mutex.acquire({ timeout: 5_000 });
+    expect(again.token).toBe(lease.token + 1);
+    expect(told).toEqual([
+      { backend: "redis", name, seen: lease.token, got: 1, token: again.token, message: expect.any(String) },
+    ]);
+    expect(told[0]!.message).toMatch(/fencing counter of lock "restart-[^"]+" went back \(seen \d+, got 1\)/);
+    expect(told[0]!.message).toMatch(/restart without persistence/);
+    expect(told[0]!.message).not.toContain(PASSWORD);
+    await again.release();
+    // The counter itself was raised: a fresh backend (another process) goes on from there.
     const fresh = await createMutex(redis(await make()), { name, ttl: 1_000 }).acquire({ timeout: 5_000 });
+    expect(fresh.token).toBe(again.token + 1);
     await fresh.release();
   });
 
@@ -173,6 +179,9 @@ describe("clients", () => {
       /\[redis\] client must be an ioredis Redis or Cluster, a node-redis client or cluster .*Bun's RedisClient.*@upstash\/redis.*got an object without those methods/,
     );
     expect(() => redis({ send() {} }, { prefix: 1 as never })).toThrow(/option prefix must be a string/);
+    expect(() => redis({ send() {} }, { onFenceHealed: "warn" as never })).toThrow(
+      new TypeError("[leasehold] [redis] option onFenceHealed must be a function"),
+    );
   });
 
   it("a client closed by its owner fails with a BackendError, not a hang", async () => {

@@ -4,11 +4,12 @@
 import { spawn } from "node:child_process";
 import { inspect as nodeInspect } from "node:util";
 import { Redis } from "@upstash/redis";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { fromEnv, upstash } from "../../../src/backends/upstash/index.ts";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { type FenceHealed, fromEnv, upstash } from "../../../src/backends/upstash/index.ts";
 import { BackendError, createMutex, isLockError, LockTimeoutError } from "../../../src/index.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
+import { type Fault, startFaultProxy } from "../../harness/servers/fault-proxy.ts";
 import { type RedisServer, startRedis } from "../../harness/servers/redis.ts";
 import { startBridge, type UpstashBridge } from "../../harness/servers/upstash-bridge.ts";
 import { fenceKey, lockKey } from "../../harness/upstash.ts";
@@ -42,6 +43,10 @@ describe("options", () => {
     [{ url: "https://example.com", token: `Bearer ${secret}` }, /token contains characters/],
     [{ url: "https://example.com", token: secret, prefix: 1 }, /option prefix must be a string/],
     [{ url: "https://example.com", token: secret, fetch: "x" }, /option fetch must be a function/],
+    [
+      { url: "https://example.com", token: secret, onFenceHealed: "warn" },
+      /option onFenceHealed must be a function/,
+    ],
   ])("rejects %o at creation with a TypeError that names the option", (options, message) => {
     const error = thrown(() => upstash(options as never));
     expect(error).toBeInstanceOf(TypeError);
@@ -313,45 +318,122 @@ async function cycle(b: typeof backend, name: string, times: number): Promise<nu
 }
 
 describe("a fencing counter that goes back (eviction, a failover that lost writes, a flush)", () => {
-  it("the acquire is refused with a non-retryable error, and the lock it took is freed", async () => {
+  /** A backend that records what onFenceHealed is told. */
+  const healing = () => {
+    const told: FenceHealed[] = [];
+    return { told, b: upstash({ url: ctx.url, token: ctx.token, onFenceHealed: (info) => told.push(info) }) };
+  };
+
+  it("the acquire heals it: the counter is raised above the highest token seen, the lease granted with that token, and onFenceHealed told", async () => {
     const name = unique();
-    expect(await cycle(backend, name, 2)).toBe(2);
+    const { told, b } = healing();
+    expect(await cycle(b, name, 2)).toBe(2);
     // What eviction of the fence key does: the counter starts again at 1.
     expect(await sdk.del(fenceKey(name))).toBe(1);
-    const error = await backend
-      .acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })
-      .catch((e) => e);
-    expect(error).toBeInstanceOf(BackendError);
-    expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: false, backend: "upstash" });
-    expect(error.message).toMatch(/fencing counter of lock "t-[^"]+" went back \(seen 2, got 1\)/);
-    expect(error.message).toMatch(/eviction/);
-    expect(error.message).toMatch(/failover/);
-    expect(error.message).toContain(`SET ${fenceKey(name)} 2`);
-    expect(await sdk.exists(lockKey(name))).toBe(0);
-    expect(dump(error)).not.toContain(ctx.token);
-    // Each refused attempt still counts up; once past the old tokens, leases are granted again.
-    await expect(backend.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })).rejects.toThrow(
-      /seen 2, got 2/,
+    const n = nonce();
+    expect(await b.acquire({ key: name, owner: "a", nonce: n, ttl: 5_000 })).toEqual({ ok: true, token: 3 });
+    // The lease and the counter both carry the healed token.
+    expect(await sdk.get(fenceKey(name))).toBe(3);
+    expect(await b.inspect(name)).toMatchObject({ owner: "a", token: 3 });
+    expect(told).toEqual([
+      { backend: "upstash", name, seen: 2, got: 1, token: 3, message: expect.any(String) },
+    ]);
+    const { message } = told[0]!;
+    expect(message).toMatch(
+      new RegExp(
+        `^\\[leasehold\\] \\[upstash\\] the fencing counter of lock "${name}" went back \\(seen 2, got 1\\)`,
+      ),
     );
-    expect(await backend.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 })).toMatchObject({
-      ok: true,
-      token: 3,
-    });
+    expect(message).toMatch(/eviction/);
+    expect(message).toMatch(/failover/);
+    expect(message).toContain(fenceKey(name));
+    expect(message).toMatch(/raised to 3/);
+    expect(message).not.toContain(ctx.token);
+    await b.release({ key: name, nonce: n });
+    // In step again: the next lease is one more, and nothing is reported.
+    expect(await cycle(b, name, 1)).toBe(4);
+    expect(told).toHaveLength(1);
   });
 
-  it("mutex.acquire fails at once with that error, not with a timeout after retries", async () => {
+  it("mutex.acquire gets a lease at once, with a token above every one it saw", async () => {
     const name = unique();
-    const mutex = createMutex(backend, { name, ttl: 5_000 });
-    const lease = await mutex.acquire();
-    await lease.release();
+    const { told, b } = healing();
+    const mutex = createMutex(b, { name, ttl: 5_000 });
+    const first = await mutex.acquire();
+    await first.release();
     await sdk.del(fenceKey(name));
-    const started = performance.now();
-    const error = await mutex.acquire({ timeout: 5_000 }).catch((e) => e);
-    expect(error).not.toBeInstanceOf(LockTimeoutError);
-    expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", retryable: false });
-    expect(error.message).toMatch(/went back \(seen 1, got 1\)/);
-    expect(performance.now() - started).toBeLessThan(1_000);
-    expect(await mutex.holder()).toBeNull();
+    const second = await mutex.acquire({ timeout: 5_000 });
+    expect(second.token).toBeGreaterThan(first.token);
+    expect(told.map((t) => t.token)).toEqual([second.token]);
+    await second.release();
+  });
+
+  it("by default the heal is printed with console.warn; an onFenceHealed that throws is ignored", async () => {
+    const name = unique();
+    const warn = vi.spyOn(console, "warn").mockImplementation(() => {});
+    try {
+      expect(await cycle(backend, name, 2)).toBe(2);
+      await sdk.del(fenceKey(name));
+      expect(await cycle(backend, name, 1)).toBe(3);
+      expect(warn).toHaveBeenCalledTimes(1);
+      expect(String(warn.mock.calls[0]![0])).toMatch(/went back \(seen 2, got 1\).* raised to 3/);
+    } finally {
+      warn.mockRestore();
+    }
+    const throwing = upstash({
+      url: ctx.url,
+      token: ctx.token,
+      onFenceHealed: () => {
+        throw new Error("observer failed");
+      },
+    });
+    const other = unique();
+    expect(await cycle(throwing, other, 1)).toBe(1);
+    await sdk.del(fenceKey(other));
+    expect(await cycle(throwing, other, 1)).toBe(2);
+  });
+
+  it("when the raise fails, the lock is freed and the acquire fails, retryable as the raise's failure was", async () => {
+    // The fault proxy answers the raise (the only script with KEEPTTL) with a 503, or delays it
+    // past the lease's ttl so that the lock is no longer ours when it runs.
+    const proxy = startFaultProxy(ctx.url);
+    let fault: Fault | undefined;
+    proxy.setRule((req) => (req.body.includes("KEEPTTL") ? fault : undefined));
+    try {
+      const told: FenceHealed[] = [];
+      const b = upstash({
+        url: await proxy.client("c"),
+        token: ctx.token,
+        onFenceHealed: (i) => told.push(i),
+      });
+      for (const [f, why] of [
+        [{ kind: "status", status: 503, format: "html" }, /HTTP 503/],
+        [{ kind: "delay", ms: 300 }, /the lock was no longer ours/],
+      ] as const) {
+        const name = unique();
+        expect(await cycle(b, name, 2)).toBe(2);
+        await sdk.del(fenceKey(name));
+        fault = f;
+        const error = await b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 100 }).catch((e) => e);
+        expect(error).toBeInstanceOf(BackendError);
+        expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: true, backend: "upstash" });
+        expect(error.message).toMatch(/fencing counter of lock "t-[^"]+" went back \(seen 2, got 1\)/);
+        expect(error.message).toMatch(/Raising it to 3 failed/);
+        expect(error.message).toMatch(why);
+        expect(error.message).toContain(`SET ${fenceKey(name)} 2`);
+        expect(dump(error)).not.toContain(ctx.token);
+        expect(await sdk.exists(lockKey(name))).toBe(0);
+        fault = undefined;
+        // The next attempt heals it: the counter is at 1, still not above 2.
+        expect(await cycle(b, name, 1)).toBe(3);
+      }
+      expect(told.map((t) => [t.got, t.token])).toEqual([
+        [2, 3],
+        [2, 3],
+      ]);
+    } finally {
+      await proxy.stop();
+    }
   });
 
   it("tokens seen through inspect and through a taken lock count too", async () => {
@@ -362,34 +444,36 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     expect(await other.acquire({ key: name, owner: "b", nonce: n, ttl: 5_000 })).toMatchObject({ token: 4 });
     // This backend never acquired the name: it sees token 4 by inspect, and 4 as the holder.
     expect(await backend.inspect(name)).toMatchObject({ owner: "b", token: 4 });
-    const viaInspect = upstash({ url: ctx.url, token: ctx.token });
-    await viaInspect.inspect(name);
-    const viaHolder = upstash({ url: ctx.url, token: ctx.token });
-    expect(await viaHolder.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).toMatchObject({
+    const viaInspect = healing();
+    await viaInspect.b.inspect(name);
+    const viaHolder = healing();
+    expect(await viaHolder.b.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).toMatchObject({
       ok: false,
     });
     await other.release({ key: name, nonce: n });
     await sdk.del(fenceKey(name));
-    for (const b of [viaInspect, viaHolder]) {
-      await expect(b.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).rejects.toThrow(
-        /went back \(seen 4, got [12]\)/,
-      );
-    }
+    expect(await cycle(viaInspect.b, name, 1)).toBe(5);
+    expect(viaInspect.told).toMatchObject([{ seen: 4, got: 1, token: 5 }]);
+    // Healed to 5 already: 6 is above everything viaHolder saw.
+    expect(await cycle(viaHolder.b, name, 1)).toBe(6);
+    expect(viaHolder.told).toEqual([]);
   });
 
-  it("acquireAny counts the tokens of the holders of keys that are all taken", async () => {
+  it("acquireAny counts the tokens of the holders of keys that are all taken, and heals the slot it takes", async () => {
     const [a, b] = [unique(), unique()];
     const other = upstash({ url: ctx.url, token: ctx.token });
     expect(await cycle(other, a, 2)).toBe(2);
     const [na, nb] = [nonce(), nonce()];
     expect(await other.acquire({ key: a, owner: "h", nonce: na, ttl: 5_000 })).toMatchObject({ token: 3 });
     expect(await other.acquire({ key: b, owner: "h", nonce: nb, ttl: 5_000 })).toMatchObject({ token: 1 });
-    const fresh = upstash({ url: ctx.url, token: ctx.token });
-    const any = () => fresh.acquireAny!({ keys: [a, b], owner: "c", nonce: nonce(), ttl: 5_000 });
+    const fresh = healing();
+    const any = () => fresh.b.acquireAny!({ keys: [a, b], owner: "c", nonce: nonce(), ttl: 5_000 });
     expect(await any()).toMatchObject({ ok: false });
     await other.release({ key: a, nonce: na });
     await sdk.del(fenceKey(a));
-    await expect(any()).rejects.toThrow(/went back \(seen 3, got 1\)/);
+    expect(await any()).toEqual({ ok: true, token: 4, index: 0 });
+    expect(fresh.told).toMatchObject([{ name: a, seen: 3, got: 1, token: 4 }]);
+    expect(await sdk.get(fenceKey(a))).toBe(4);
     await other.release({ key: b, nonce: nb });
   });
 
@@ -400,12 +484,19 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     let letGo = () => {};
     const held = new Promise<void>((resolve) => (letGo = resolve));
     const reply = (result: unknown) => new Response(JSON.stringify({ result }));
+    const raised: unknown[] = [];
+    const told: FenceHealed[] = [];
     const fake = upstash({
       url: "https://fake.invalid",
       token: "fake-token-0123456789",
+      onFenceHealed: (info) => told.push(info),
       fetch: async (_url, init) => {
         const command = JSON.parse(init.body ?? "[]");
         if (command[0] === "EVAL_RO") return reply(["n2|6|later", 1_000]);
+        if (String(command[1]).includes("KEEPTTL")) {
+          raised.push(command[6]); // the token of the raise
+          return reply(1);
+        }
         if (command[7] === "winner") return held.then(() => reply([1, 5, 0]));
         // Taken: the smallest PTTL, then the holder's token.
         return reply([0, 1_000, 5]);
@@ -417,8 +508,11 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     expect(await fake.inspect("k")).toMatchObject({ token: 6 });
     letGo();
     expect(await winner).toEqual({ ok: true, token: 5 });
-    // Seen before it was sent, 6 does count against the next acquire.
-    await expect(take("winner")).rejects.toThrow(/went back \(seen 6, got 5\)/);
+    expect(told).toEqual([]);
+    // Seen before it was sent, 6 does count against the next acquire: healed to 7.
+    expect(await take("winner")).toEqual({ ok: true, token: 7 });
+    expect(raised).toEqual([7]);
+    expect(told).toMatchObject([{ name: "k", seen: 6, got: 5, token: 7 }]);
   });
 
   it("the memory is bounded: the least recently seen of more than 4 096 names is forgotten", async () => {
@@ -426,21 +520,26 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     // 4 097 names cost no network; the fence "goes back" for name "first" by answering 1 again.
     let next = 1;
     let reply = () => next++;
+    const told: FenceHealed[] = [];
     const fake = upstash({
       url: "https://fake.invalid",
       token: "fake-token-0123456789",
-      fetch: async () => new Response(JSON.stringify({ result: [1, reply(), 0] })),
+      onFenceHealed: (info) => told.push(info),
+      fetch: async (_url, init) =>
+        new Response(JSON.stringify({ result: init.body?.includes("KEEPTTL") ? 1 : [1, reply(), 0] })),
     });
     const take = (key: string) => fake.acquire({ key, owner: "o", nonce: nonce(), ttl: 1_000 });
     await take("first");
     for (let i = 0; i < 4_095; i++) await take(`other-${i}`);
     reply = () => 1;
-    await expect(take("first")).rejects.toThrow(/went back \(seen 1, got 1\)/);
+    expect(await take("first")).toEqual({ ok: true, token: 2 });
+    expect(told).toMatchObject([{ name: "first", seen: 1, got: 1, token: 2 }]);
     // "first" is now the most recent; 4 096 further names push it out.
     reply = () => next++;
     for (let i = 0; i < 4_096; i++) await take(`more-${i}`);
     reply = () => 1;
     expect(await take("first")).toEqual({ ok: true, token: 1 });
+    expect(told).toHaveLength(1);
   });
 });
 
