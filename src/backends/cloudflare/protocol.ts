@@ -2,6 +2,7 @@
 // request per operation, checked the same way on both sides of the route, and which object
 // serves it (objectName).
 import { MAX_LIMIT, slotKey, slotOf } from "../../slots.ts";
+import { readBody } from "../shared/http.ts";
 
 /** The backend's name in errors, and the prefix of option errors. */
 export const NAME = "cloudflare";
@@ -101,12 +102,14 @@ export function json(value: unknown, status = 200): Response {
   });
 }
 
-/** Reads a request body of at most {@link MAX_REQUEST_BYTES}; `undefined` when longer. */
+/**
+ * The body of `request`, at most {@link MAX_REQUEST_BYTES}; `undefined` when longer. The route and
+ * the object both read it this way: a longer body is refused as soon as its declared length or the
+ * bytes that have arrived pass the cap, and the rest is never read (src/backends/shared/http.ts
+ * `readBody`, which caps every reply the backends read).
+ */
 export async function readRequest(request: Request): Promise<string | undefined> {
-  const length = Number(request.headers.get("content-length") ?? "0");
-  if (length > MAX_REQUEST_BYTES) return undefined;
-  const text = await request.text();
-  return text.length > MAX_REQUEST_BYTES ? undefined : text;
+  return readBody(request, MAX_REQUEST_BYTES);
 }
 
 /**

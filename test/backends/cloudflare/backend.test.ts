@@ -8,7 +8,7 @@ import { inspect as nodeInspect } from "node:util";
 import { describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
-import { KEEP_PLACE_MS } from "../../../src/backends/cloudflare/protocol.ts";
+import { KEEP_PLACE_MS, MAX_REQUEST_BYTES } from "../../../src/backends/cloudflare/protocol.ts";
 import { BackendError, createMutex, createSemaphore, isLockError, slotKey } from "../../../src/index.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
@@ -30,6 +30,49 @@ const counting = (ops: string[]) =>
       return fetch(url, init);
     }) satisfies FetchLike,
   });
+
+/**
+ * POSTs a chunked body (no Content-Length) of 1 MiB to `url`: 64 KiB (8 times the request cap) at
+ * once, then nothing until the answer comes (at most 15 s), then the rest. Answers the status and
+ * how many bytes had been produced when the answer arrived: 64 KiB or fewer when the server
+ * stopped reading at the cap, all of them when it read the body whole before refusing it.
+ */
+async function chunkedPost(url: string): Promise<{ status: number; produced: number; total: number }> {
+  const chunk = new Uint8Array(1_024).fill(0x20);
+  const stallAt = 64 * 1_024;
+  const total = 1_024 * 1_024;
+  let produced = 0;
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => {
+    answer = resolve;
+  });
+  let stalled = false;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (produced >= stallAt && !stalled) {
+        stalled = true;
+        if (await Promise.race([answered.then(() => true), sleep(15_000).then(() => false)])) {
+          controller.close();
+          return;
+        }
+      }
+      if (produced >= total) return controller.close();
+      produced += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ctx.token}`, "content-type": "application/json" },
+    body,
+    duplex: "half",
+  } as RequestInit);
+  const at = produced;
+  answer();
+  await res.body?.cancel();
+  expect(MAX_REQUEST_BYTES).toBeLessThan(stallAt / 4);
+  return { status: res.status, produced: at, total };
+}
 
 describe("options", () => {
   const secret = "s3cret-TOKEN-value-0123456789";
@@ -104,9 +147,24 @@ describe("the route", () => {
     expect(error.retryable).toBe(false);
     expect(error.message).toMatch(/op must be acquire, acquireAny, renew, release, inspect or raise/);
   });
+
+  it("refuses a chunked body longer than the cap as soon as it passes the cap, without reading the rest (413)", async () => {
+    const { status, produced, total } = await chunkedPost(ctx.url);
+    expect(status).toBe(413);
+    // Answered while the client was still holding back the rest of the body.
+    expect(produced).toBeLessThanOrEqual(64 * 1_024);
+    expect(produced).toBeLessThan(total);
+  }, 60_000);
 });
 
 describe("the object", () => {
+  it("refuses a chunked body longer than the cap as soon as it passes the cap, without reading the rest (413)", async () => {
+    // The worker passes the request on with its body still streaming (lockHandler never does).
+    const { status, produced, total } = await chunkedPost(`${ctx.origin}/object/${unique()}`);
+    expect(status).toBe(413);
+    expect(produced).toBeLessThanOrEqual(64 * 1_024);
+    expect(produced).toBeLessThan(total);
+  }, 60_000);
   it("inspect shows the holder, its token and the number of waiters", async () => {
     const name = unique();
     const holder = await createMutex(backend, { name, owner: "h", ttl: 5_000 }).acquire();
