@@ -342,7 +342,9 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       }
       const { token } = outcome;
       let raised = grants.filter((g) => g.token === token).length;
-      if (raised >= q) return outcome;
+      // A token past the safe range is not raised to (no member takes it): the core refuses it as
+      // an exhausted fence counter and gives the lease back (docs/DESIGN.md §5.1).
+      if (raised >= q || !Number.isSafeInteger(token)) return outcome;
       // Some counters drifted apart (a member was down, or forgot): raise those that granted
       // below the token until a quorum of the grants has a counter of at least the token.
       const behind = grants.filter((g) => g.token < token).map((g) => g.member);

@@ -7,7 +7,9 @@
 // - /semaphore?limit=: a semaphore's permit taken, renewed, listed and released through the
 //   binding, counting the requests (stub fetches) and recording the objects they went to;
 // - /object/<name>: the request passed on as it came, its body still streaming, to the object of
-//   that name (lockHandler sends the object only a body it has read): the object's own body cap.
+//   that name (lockHandler sends the object only a body it has read): the object's own body cap;
+// - /exhausted: lockHandler over ExhaustedLock (exhausted.ts, bound as EXHAUSTED), whose objects
+//   start with fence counters one below Number.MAX_SAFE_INTEGER.
 // Built from the sources by esbuild (target es2022 lowers `await using`).
 
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
@@ -16,9 +18,11 @@ import { createSemaphore } from "../../../src/semaphore.ts";
 import { conformanceChecks } from "../../../src/testing.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
+export { ExhaustedLock } from "./exhausted.ts";
 
 interface Env {
   LOCKS: DurableObjectNamespaceLike;
+  EXHAUSTED: DurableObjectNamespaceLike;
   LEASEHOLD_TOKEN: string;
 }
 
@@ -83,6 +87,8 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+    if (url.pathname === "/exhausted")
+      return lockHandler(env.EXHAUSTED, { token: env.LEASEHOLD_TOKEN })(request);
     if (url.pathname === "/semaphore")
       return Response.json(await semaphoreRequests(env, Number(url.searchParams.get("limit"))));
     const object = /^\/object\/(.+)$/.exec(url.pathname);
