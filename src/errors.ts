@@ -82,6 +82,23 @@ export class BackendError extends LockError {
   }
 }
 
+/**
+ * The error for an acquire of `key` whose fencing token would pass `Number.MAX_SAFE_INTEGER`: the
+ * lock's fence counter is exhausted, and no later acquire can succeed (a token past it is not a
+ * number that can be compared exactly). Non-retryable. Raised by the core for a grant whose token
+ * is an integer past the safe range, and by a backend that refuses such a grant before making it.
+ * @internal
+ */
+export function fenceExhausted(backend: string, key: string): BackendError {
+  return new BackendError(
+    `the fence counter of lock ${JSON.stringify(key)} is exhausted: its next token would pass ` +
+      `Number.MAX_SAFE_INTEGER (${Number.MAX_SAFE_INTEGER}), and no lease can be granted with it. ` +
+      "Use a new lock name (the resources it fences must accept the new name's tokens), or reset the " +
+      "counter once no holder or fenced resource depends on the old tokens",
+    { backend, retryable: false },
+  );
+}
+
 const names = new Set(["LockError", "LockTimeoutError", "LeaseLostError", "BackendError"]);
 
 /**

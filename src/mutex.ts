@@ -1,6 +1,6 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder. Leader election is election.ts, over a Mutex.
 import type { Backend, HolderInfo } from "./backend.ts";
-import { BackendError, LockTimeoutError } from "./errors.ts";
+import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, type Emit, emitter, failure, type LockEvent } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import {
@@ -212,8 +212,9 @@ export function releaseInBackground(o: Core, key: string, nonce: string): void {
 
 /**
  * The lease of an acquire request on `key` that the backend granted with `token`, sent at
- * `tSend`: refused (and freed) when the token is no safe integer, the answer came after the
- * lease's deadline, or the caller aborted meanwhile. @internal
+ * `tSend`: refused (and freed) when the token is no safe integer (a positive integer past the
+ * safe range: the fence counter is exhausted, non-retryable), the answer came after the lease's
+ * deadline, or the caller aborted meanwhile. @internal
  */
 export function granted(
   o: Core,
@@ -226,6 +227,8 @@ export function granted(
   const { backend, ttl, guard } = o;
   if (!Number.isSafeInteger(token)) {
     releaseInBackground(o, key, nonce);
+    // An integer past the safe range: the store's counter went past it (docs/DESIGN.md §5.1).
+    if (Number.isInteger(token) && (token as number) > 0) throw fenceExhausted(backend.name, key);
     throw new BackendError("acquire answered without a valid fencing token", {
       backend: backend.name,
       retryable: false,

@@ -325,6 +325,43 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
       },
     },
     {
+      name: "raiseFence, where offered: a fence raised to Number.MAX_SAFE_INTEGER is either refused (the name goes on) or exhausted: the next acquire() fails at once, non-retryable, naming it, never retried until its timeout",
+      timeout: slow + 20_000,
+      async run() {
+        const { backend, name, make } = await setup();
+        if (backend.raiseFence === undefined) return; // an optional capability (leasehold/quorum)
+        const nonce = crypto.randomUUID();
+        const a = await backend.acquire({ key: name, owner: "a", nonce, ttl });
+        assert(a.ok, "the first acquire failed on a free name");
+        const top = Number.MAX_SAFE_INTEGER;
+        const raised = await backend
+          .raiseFence({ key: name, owner: "a", nonce, token: top })
+          .catch((error: unknown) => error);
+        await backend.release({ key: name, nonce });
+        const next = await make("b")
+          .acquire({ timeout: slow })
+          .catch((error: unknown) => error);
+        if (raised !== true) {
+          // A backend that bounds raises (the Durable Object: 2^52) refuses it at once.
+          const refused =
+            raised instanceof RangeError ||
+            raised instanceof TypeError ||
+            (isLockError(raised) && (raised as { retryable?: boolean }).retryable === false);
+          assert(refused, `raiseFence to ${top} answered ${String(raised)}, neither true nor a refusal`);
+          assert(!(next instanceof Error), `acquire after a refused raise failed: ${String(next)}`);
+          await (next as Lease).release();
+          return;
+        }
+        assert(
+          isLockError(next) &&
+            next.code === "ERR_BACKEND" &&
+            (next as { retryable?: boolean }).retryable === false &&
+            next.message.includes(`the fence counter of lock ${JSON.stringify(name)} is exhausted`),
+          `acquire after a raise to ${top} answered ${next instanceof Error ? `${next.name}: ${next.message}` : `a lease with token ${(next as Lease).token}`}, expected a non-retryable ERR_BACKEND naming the exhausted fence counter`,
+        );
+      },
+    },
+    {
       name: "observed expiry, where declared: refusals carry the holder's version and ttl; a takeover succeeds only on the current version",
       timeout: 30_000,
       async run() {

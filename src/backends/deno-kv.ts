@@ -31,7 +31,7 @@
  * @module
  */
 import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
-import { BackendError } from "../errors.ts";
+import { BackendError, fenceExhausted } from "../errors.ts";
 import { check } from "../options.ts";
 import { abortable } from "../signals.ts";
 
@@ -258,6 +258,8 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
             return { ok: false, version: lock.versionstamp!, ttl: held.ttl };
         }
         const token = counter(fence) + 1;
+        // The counter can grant no more: refused before anything is written (docs/DESIGN.md §5.1).
+        if (!Number.isSafeInteger(token)) throw fenceExhausted(NAME, key);
         // undefined: someone wrote in between, look again.
         return (await fenced("acquire", key, lock, fence, { nonce, owner, token, ttl }, token, signal))
           ? { ok: true, token }

@@ -492,6 +492,9 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       }
       const { token } = outcome;
       let raised = grants.filter((g) => g.token === token).length;
+      // A token past the safe range is not raised to (no member takes it): the core refuses it as
+      // an exhausted fence counter and gives the lease back (docs/DESIGN.md §5.1).
+      if (!Number.isSafeInteger(token)) return outcome;
       if (raised >= q) return handOut(outcome);
       // Some counters drifted apart (a member was down, or forgot): raise those that granted
       // below the token until a quorum of the grants has a counter of at least the token.

@@ -19,7 +19,7 @@
  * @module
  */
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
-import { BackendError } from "../../errors.ts";
+import { BackendError, fenceExhausted } from "../../errors.ts";
 import type { HttpReply } from "../shared/http.ts";
 import { typeError } from "./auth.ts";
 import {
@@ -212,6 +212,13 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     raise?: number,
   ): Promise<number | null> {
     const op = raise === undefined ? "fence" : "raise fence for";
+    // An acquire's token past the safe range: the counter can grant no more (docs/DESIGN.md
+    // §5.1). Thrown before a block blob's write, after a page blob's increment; either way
+    // acquire gives the lease back.
+    const checkExhausted = (token: number) => {
+      if (raise === undefined && Number.isInteger(token) && token > Number.MAX_SAFE_INTEGER)
+        throw fenceExhausted(NAME, key);
+    };
     const write = (query: string, h: Record<string, string>) =>
       call("PUT", `${path}?${query}`, { "x-ms-lease-id": nonce, ...h }, signal);
     for (let attempt = 0; attempt < 3; attempt++) {
@@ -246,11 +253,13 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           replies = incremented.status === 200 ? [incremented, await setOwner()] : [incremented];
         }
         token = raise ?? decimal(replies[0]!, "x-ms-blob-sequence-number");
+        checkExhausted(token);
       } else {
         // Block blob: the counter (+ 1, or at least `raise`) and the owner in one metadata write,
         // conditional on the ETag the counter was read with, so the counter never goes back nor
         // repeats.
         token = raise === undefined ? state.counter + 1 : Math.max(raise, state.counter);
+        checkExhausted(token);
         if (!Number.isSafeInteger(token) || state.etag === "") {
           throw new BackendError(
             `${op} ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,

@@ -1,11 +1,11 @@
 // durableObject(): the Backend, through a namespace binding (inside a Worker) or a Worker route
 // (lockHandler) from anywhere fetch runs.
 import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
-import { BackendError } from "../../errors.ts";
+import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
 import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { type LockRequest, NAME, objectOf, type Replies, slotsOf } from "./protocol.ts";
+import { EXHAUSTED, type LockRequest, MAX_RAISE, NAME, objectOf, type Replies, slotsOf } from "./protocol.ts";
 
 /** A Durable Object stub's `fetch`, as leasehold calls it. */
 export interface DurableObjectStubLike {
@@ -135,6 +135,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       { method: "POST", headers, body: JSON.stringify(r), signal },
       secrets,
     );
+    if (status === EXHAUSTED && (r.op === "acquire" || r.op === "acquireAny")) {
+      // The lock's fence counter can grant no more: the object names the key when it knows it.
+      const { key } = body as { key?: unknown };
+      throw fenceExhausted(NAME, typeof key === "string" ? key : "key" in r ? r.key : r.name);
+    }
     if (status !== 200) {
       const error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
@@ -150,7 +155,9 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
   const malformed = (value: unknown): BackendError => malformedReply(NAME, value, secrets);
 
   function acquired(r: Replies["acquire"]): AcquireResult {
-    if (r?.ok === true && Number.isSafeInteger(r.token) && r.token > 0) return { ok: true, token: r.token };
+    // A token past the safe range (an object from before MAX_RAISE) is passed on: the core
+    // refuses it as an exhausted fence counter, non-retryable, and gives the lock back.
+    if (r?.ok === true && Number.isInteger(r.token) && r.token > 0) return { ok: true, token: r.token };
     if (r?.ok === false && typeof r.retryAfter === "number" && r.retryAfter >= 0)
       return { ok: false, retryAfter: r.retryAfter };
     throw malformed(r);
@@ -204,6 +211,13 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       if (r?.ok !== true) throw malformed(r);
     },
     async raiseFence({ key, nonce, token, signal }) {
+      check(Number.isSafeInteger(token) && token > 0, WHERE, "token must be a positive integer");
+      check(
+        token <= MAX_RAISE,
+        WHERE,
+        `token must be at most ${MAX_RAISE} (2^52): the Durable Object refuses a higher raise, so that no sequence of requests can exhaust a lock's fence`,
+        RangeError,
+      );
       const r = await call({ op: "raise", key, nonce, token }, signal);
       if (typeof r?.ok !== "boolean") throw malformed(r);
       return r.ok;

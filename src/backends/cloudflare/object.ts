@@ -4,6 +4,7 @@
 // structurally, so this file loads on every runtime; workerd constructs it with its real state object.
 import { slotKey, slotOf } from "../../slots.ts";
 import {
+  EXHAUSTED,
   json,
   KEEP_PLACE_MS,
   type LockRequest,
@@ -48,13 +49,27 @@ interface Held {
   until: number;
 }
 
+/**
+ * An acquire refused because the lock's fence counter has reached Number.MAX_SAFE_INTEGER: the
+ * next token could not be told apart from the one after it. Answered with HTTP {@link EXHAUSTED}.
+ */
+class Exhausted {
+  /** The key refused, when the request named it (a waiter's client knows its own). */
+  constructor(readonly key?: string) {}
+}
+
+/** Whether `lock` can grant no more: its next token would pass Number.MAX_SAFE_INTEGER. */
+const exhausted = (lock: Lock): boolean => lock.fence >= Number.MAX_SAFE_INTEGER;
+
 interface Waiter {
   id: string;
   nonce: string;
   owner: string;
   ttl: number;
   /** The request held open for it, if one is. */
-  held?: { resolve: (reply: Replies["acquire"]) => void; timer: ReturnType<typeof setTimeout> } | undefined;
+  held?:
+    | { resolve: (reply: Replies["acquire"] | Exhausted) => void; timer: ReturnType<typeof setTimeout> }
+    | undefined;
   /** While no request is held: when it loses its place (Date.now()). */
   keepUntil: number;
 }
@@ -87,7 +102,12 @@ interface Lock {
  * - waiters (`acquireQueued`) are served first come, first served: a waiting request is held open
  *   (at most 30 s, and as long as the caller asks) and answered with the lease as soon as the
  *   lock is released or expires; a waiter keeps its place for 1 s between two requests, and a
- *   lock freed in that gap is reserved for it for that long.
+ *   lock freed in that gap is reserved for it for that long;
+ * - a `raise` sets a token of at most 2^52 (`MAX_RAISE`), so requests cannot exhaust a fence; a
+ *   counter that reached Number.MAX_SAFE_INTEGER all the same (raised there before that bound)
+ *   grants nothing more: an acquire that would be granted (and each waiter in line, when the
+ *   lock is freed) is refused with HTTP 409, which the backend reports as a non-retryable error
+ *   naming the exhausted fence.
  */
 export class LeaseholdLock {
   readonly #storage: DurableObjectStorageLike;
@@ -124,7 +144,8 @@ export class LeaseholdLock {
    * by `lockHandler`.
    *
    * @param request The operation.
-   * @returns Its JSON answer; 400 for a malformed request.
+   * @returns Its JSON answer; 400 for a malformed request, 413 for one over 8 KiB, 409 for an
+   *   acquire of a lock whose fence counter is exhausted.
    */
   async fetch(request: Request): Promise<Response> {
     if (request.method !== "POST") return json({ error: "POST only" }, 405);
@@ -132,7 +153,10 @@ export class LeaseholdLock {
     if (body === undefined) return json({ error: "request too large" }, 413);
     const r = parseRequest(body);
     if (typeof r === "string") return json({ error: r }, 400);
-    return json(await this.#run(r));
+    const reply = await this.#run(r);
+    if (!(reply instanceof Exhausted)) return json(reply);
+    const error = `the fence counter of this lock is exhausted (Number.MAX_SAFE_INTEGER): no later token can be granted; use a new lock name`;
+    return json({ error, key: reply.key }, EXHAUSTED);
   }
 
   /** Called by the Workers runtime at the earliest lease's expiry: frees it and serves the next waiter. */
@@ -176,7 +200,7 @@ export class LeaseholdLock {
     r: Exclude<LockRequest, { op: "acquireAny" }>,
     lock: Lock,
     now: number,
-  ): Replies[Exclude<LockRequest["op"], "acquireAny">] | Promise<Replies["acquire"]> {
+  ): Replies[Exclude<LockRequest["op"], "acquireAny">] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
     switch (r.op) {
       case "acquire":
         return this.#acquire(lock, r, now);
@@ -221,7 +245,7 @@ export class LeaseholdLock {
     lock: Lock,
     r: Extract<LockRequest, { op: "acquire" }>,
     now: number,
-  ): Replies["acquire"] | Promise<Replies["acquire"]> {
+  ): Replies["acquire"] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
     const lease = lock.lease;
     if (lease?.nonce === r.nonce) {
       // A retried acquire: the same token, extended.
@@ -232,7 +256,7 @@ export class LeaseholdLock {
     const head = lock.line[0];
     if (!lease && (!head || head === w)) {
       if (w) this.#leave(lock, w);
-      return { ok: true, token: this.#grant(lock, r, now) };
+      return exhausted(lock) ? new Exhausted(r.key) : { ok: true, token: this.#grant(lock, r, now) };
     }
     const hold = Math.min(r.hold ?? 0, MAX_HOLD_MS);
     if (r.waiter === undefined || hold <= 0) {
@@ -264,7 +288,7 @@ export class LeaseholdLock {
     r: Extract<LockRequest, { op: "acquireAny" }>,
     locks: Lock[],
     now: number,
-  ): Replies["acquireAny"] {
+  ): Replies["acquireAny"] | Exhausted {
     let retryAfter = Number.POSITIVE_INFINITY;
     for (const [index, lock] of locks.entries()) {
       const lease = lock.lease;
@@ -273,7 +297,11 @@ export class LeaseholdLock {
         return { ok: true, token: lease.token, index };
       }
       const head = lock.line[0];
-      if (!lease && !head) return { ok: true, token: this.#grant(lock, r, now), index };
+      if (!lease && !head) {
+        // As the acquire of this slot would be: refused when its fence counter is exhausted.
+        if (exhausted(lock)) return new Exhausted(slotKey(r.name, r.slots[index]!));
+        return { ok: true, token: this.#grant(lock, r, now), index };
+      }
       retryAfter = Math.min(retryAfter, (lease ? lease.until : head!.keepUntil) - now);
     }
     return { ok: false, retryAfter: Math.max(0, retryAfter) };
@@ -283,7 +311,7 @@ export class LeaseholdLock {
    * Ends `w`'s held request with `reply`; `w` keeps its place for KEEP_PLACE_MS (a granted waiter
    * has already left the line). `later` defers the reply until the next commit has saved.
    */
-  #answer(lock: Lock, w: Waiter, reply: Replies["acquire"], later = false): void {
+  #answer(lock: Lock, w: Waiter, reply: Replies["acquire"] | Exhausted, later = false): void {
     const held = w.held;
     if (!held) return;
     clearTimeout(held.timer);
@@ -330,6 +358,12 @@ export class LeaseholdLock {
       lock.line = lock.line.filter((w) => w.held || w.keepUntil > now);
       const head = lock.line[0];
       if (lock.lease || !head?.held) break;
+      if (exhausted(lock)) {
+        // No token left for anyone in line: each waiter whose request is held is told so, the
+        // others when they come back.
+        for (const w of lock.line.splice(0)) this.#answer(lock, w, new Exhausted());
+        break;
+      }
       const token = this.#grant(lock, head, now);
       lock.line.shift();
       this.#answer(lock, head, { ok: true, token }, true);

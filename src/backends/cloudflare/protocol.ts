@@ -2,6 +2,7 @@
 // request per operation, checked the same way on both sides of the route, and which object
 // serves it (objectName).
 import { MAX_LIMIT, slotKey, slotOf } from "../../slots.ts";
+import { readBody } from "../shared/http.ts";
 
 /** The backend's name in errors, and the prefix of option errors. */
 export const NAME = "cloudflare";
@@ -19,6 +20,23 @@ export const MAX_HOLD_MS = 30_000;
 
 /** The largest request body the route and the object read, in bytes (a request is < 1 KiB). */
 export const MAX_REQUEST_BYTES = 8_192;
+
+/**
+ * The highest token a `raise` may set: 2^52. A raise is how leasehold/quorum brings a member up to
+ * the quorum's token, and a member that was wiped or left behind may need any jump from its own
+ * counter, so the bound is absolute, not relative to the counter. 2^52 is far beyond any count of
+ * acquires (a million a second for 142 years), and it leaves 2^52 grants, one request each, before
+ * a counter could pass Number.MAX_SAFE_INTEGER: no sequence of requests through the route can
+ * exhaust a lock's fence (docs/DESIGN.md §5.6).
+ */
+export const MAX_RAISE = 4_503_599_627_370_496;
+
+/**
+ * The HTTP status of an acquire on a lock whose fence counter has reached
+ * Number.MAX_SAFE_INTEGER (only a counter raised there before {@link MAX_RAISE} existed can be
+ * there): no later token can be granted. The body is `{ error, key? }`, `key` the lock refused.
+ */
+export const EXHAUSTED = 409;
 
 /** One operation, as sent to the route and forwarded to the object. */
 export type LockRequest =
@@ -85,9 +103,9 @@ export function parseRequest(body: string): LockRequest | string {
     case "inspect":
       return r as LockRequest;
     case "raise":
-      return nonce && ms(r.token) && (r.token as number) > 0
+      return nonce && ms(r.token) && (r.token as number) > 0 && (r.token as number) <= MAX_RAISE
         ? (r as LockRequest)
-        : "raise needs nonce and token > 0";
+        : `raise needs nonce and a token from 1 to ${MAX_RAISE} (2^52)`;
     default:
       return "op must be acquire, acquireAny, renew, release, inspect or raise";
   }
@@ -101,12 +119,14 @@ export function json(value: unknown, status = 200): Response {
   });
 }
 
-/** Reads a request body of at most {@link MAX_REQUEST_BYTES}; `undefined` when longer. */
+/**
+ * The body of `request`, at most {@link MAX_REQUEST_BYTES}; `undefined` when longer. The route and
+ * the object both read it this way: a longer body is refused as soon as its declared length or the
+ * bytes that have arrived pass the cap, and the rest is never read (src/backends/shared/http.ts
+ * `readBody`, which caps every reply the backends read).
+ */
 export async function readRequest(request: Request): Promise<string | undefined> {
-  const length = Number(request.headers.get("content-length") ?? "0");
-  if (length > MAX_REQUEST_BYTES) return undefined;
-  const text = await request.text();
-  return text.length > MAX_REQUEST_BYTES ? undefined : text;
+  return readBody(request, MAX_REQUEST_BYTES);
 }
 
 /**

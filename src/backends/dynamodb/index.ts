@@ -74,10 +74,15 @@ export function dynamodb(options: DynamoDBOptions): Backend {
     return new BackendError(`unexpected reply: ${what}`, { backend: NAME, status: 200, retryable: true });
   }
 
-  /** The fence of an item, a positive safe integer. */
-  function fenceOf(item: Item | undefined): number {
+  /**
+   * The fence of an item, a positive safe integer. For a `grant`, any positive integer: one past
+   * the safe range (the fence was raised to its end) is passed on, and the core refuses it as an
+   * exhausted fence and gives the lock back (docs/DESIGN.md §5.1).
+   */
+  function fenceOf(item: Item | undefined, grant = false): number {
     const n = Number(item?.fence?.N);
-    if (!Number.isSafeInteger(n) || n <= 0) throw malformed("the item's fence is not a positive integer");
+    if (!(grant ? Number.isInteger(n) : Number.isSafeInteger(n)) || n <= 0)
+      throw malformed("the item's fence is not a positive integer");
     return n;
   }
 
@@ -126,7 +131,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
           },
           signal,
         );
-        if (reply.ok) return { ok: true, token: fenceOf(reply.json.Attributes as Item | undefined) };
+        if (reply.ok) return { ok: true, token: fenceOf(reply.json.Attributes as Item | undefined, true) };
         const item = await found(reply, name, signal);
         const holder = item?.holder?.S;
         if (holder === undefined) continue; // released meanwhile: try again
@@ -135,7 +140,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
           // (the deadline counts from this request, so contenders must count from it too).
           const renewed = await renewItem(name, nonce, ttl, signal, "ALL_NEW");
           if (renewed === undefined) continue;
-          return { ok: true, token: fenceOf(renewed) };
+          return { ok: true, token: fenceOf(renewed, true) };
         }
         const version = item?.ver?.S;
         const held = Number(item?.ttl?.N);

@@ -247,8 +247,9 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const rows = await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl)], signal);
       const [row] = rows;
       const n = num(row);
-      if (rows.length === 1 && row?.k === "ok" && Number.isSafeInteger(n) && n > 0)
-        return { ok: true, token: n };
+      // A token past the safe range (the fence was raised to its end) is passed on: the core
+      // refuses it as an exhausted fence and gives the lock back (docs/DESIGN.md §5.1).
+      if (rows.length === 1 && row?.k === "ok" && Number.isInteger(n) && n > 0) return { ok: true, token: n };
       // Taken: the holder's ms left (none when the row appeared during the statement).
       if (rows.length === 1 && row?.k === "taken")
         return Number.isFinite(n) && n > 0 ? { ok: false, retryAfter: n } : { ok: false };

@@ -47,13 +47,19 @@ export interface HttpReply {
 }
 
 /**
- * Reads a body of at most {@link MAX_REPLY_BYTES} from its stream, counting bytes as they are
- * decoded; `undefined` when it is longer.
+ * A message whose body is read under a cap: a reply of {@link FetchLike}, or a `Request` that the
+ * Cloudflare route and Durable Object receive.
  */
-async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> {
-  const reader = res.body?.getReader();
+export type CappedBody = Pick<Awaited<ReturnType<FetchLike>>, "headers" | "body" | "text">;
+
+/**
+ * Reads a body of at most `max` bytes from its stream, counting bytes as they arrive; `undefined`
+ * as soon as it passes `max`, the rest unread (the stream is cancelled).
+ */
+async function readCapped(message: CappedBody, max: number): Promise<string | undefined> {
+  const reader = message.body?.getReader();
   // A custom fetch without a body stream: the cap can only be checked after reading.
-  if (!reader) return res.text().then((text) => (text.length > MAX_REPLY_BYTES ? undefined : text));
+  if (!reader) return message.text().then((text) => (text.length > max ? undefined : text));
   const decoder = new TextDecoder();
   let text = "";
   let size = 0;
@@ -61,7 +67,7 @@ async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string |
     const { done, value } = await reader.read();
     if (done) return text + decoder.decode();
     size += value.byteLength;
-    if (size > MAX_REPLY_BYTES) {
+    if (size > max) {
       await reader.cancel().catch(() => {});
       return undefined;
     }
@@ -69,16 +75,22 @@ async function readCapped(res: Awaited<ReturnType<FetchLike>>): Promise<string |
   }
 }
 
-/** The body of `res`, or `undefined` when it is longer than {@link MAX_REPLY_BYTES}. */
-function readBody(res: Awaited<ReturnType<FetchLike>>): Promise<string | undefined> | undefined {
-  const length = res.headers.get("content-length");
-  if (length === null || res.headers.get("content-encoding") !== null) return readCapped(res);
+/**
+ * The body of `message`, or `undefined` when it is longer than `max` bytes (default
+ * {@link MAX_REPLY_BYTES}): never read past the cap, whether or not it declares its length.
+ */
+export function readBody(
+  message: CappedBody,
+  max: number = MAX_REPLY_BYTES,
+): Promise<string | undefined> | undefined {
+  const length = message.headers.get("content-length");
+  if (length === null || message.headers.get("content-encoding") !== null) return readCapped(message, max);
   // A declared length, uncompressed: fetch delivers no more than that, so a length within the
   // cap is read whole (the fast path, every answer of Upstash and Azure), and a longer one is
   // refused unread. A compressed body is counted as it is decoded: a small one can expand
-  // without bound.
-  if (Number(length) <= MAX_REPLY_BYTES) return res.text();
-  res.body?.cancel().catch(() => {});
+  // without bound. A body without a declared length (chunked) is counted as it streams.
+  if (Number(length) <= max) return message.text();
+  message.body?.cancel().catch(() => {});
   return undefined;
 }
 

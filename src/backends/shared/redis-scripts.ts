@@ -69,6 +69,13 @@ return {v,redis.call("PTTL",KEYS[1])}`;
 /** Whether `value` is a fencing token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
 
+/**
+ * Whether `value` is a token a grant may answer: an integer > 0. One past the safe range (the
+ * counter was raised to its end) is passed on: the core refuses it as an exhausted fence counter
+ * and gives the lock back (docs/DESIGN.md §5.1).
+ */
+const isGrant = (value: unknown): value is number => Number.isInteger(value) && (value as number) > 0;
+
 /** How many lock names a backend remembers the highest token of (least recently seen dropped). */
 const SEEN_KEYS = 4_096;
 
@@ -248,7 +255,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     if (
       (kind === 1 || kind === 2) &&
       rest.length === 1 &&
-      isToken(value) &&
+      isGrant(value) &&
       Number.isInteger(i) &&
       key !== undefined
     ) {

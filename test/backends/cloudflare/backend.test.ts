@@ -8,8 +8,9 @@ import { inspect as nodeInspect } from "node:util";
 import { describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
-import { KEEP_PLACE_MS } from "../../../src/backends/cloudflare/protocol.ts";
+import { KEEP_PLACE_MS, MAX_RAISE, MAX_REQUEST_BYTES } from "../../../src/backends/cloudflare/protocol.ts";
 import { BackendError, createMutex, createSemaphore, isLockError, slotKey } from "../../../src/index.ts";
+import { EXHAUSTED_SEMAPHORE } from "../../harness/cloudflare/exhausted.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import { startLockWorker } from "../../harness/servers/workerd-locks.ts";
@@ -20,6 +21,20 @@ const unique = () => `t-${crypto.randomUUID()}`;
 const nonce = () => crypto.randomUUID();
 const dump = (e: unknown) => `${String(e)}\n${(e as Error)?.stack}\n${nodeInspect(e, { depth: 10 })}`;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** One raw request through the route, as any holder of the bearer token can send it. */
+const post = (body: object) =>
+  fetch(ctx.url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ctx.token}` },
+    body: JSON.stringify(body),
+  });
+/** The error of an acquire whose fence counter is exhausted: non-retryable, naming the lock. */
+const exhaustedError = (key: string) => ({
+  name: "BackendError",
+  code: "ERR_BACKEND",
+  retryable: false,
+  message: expect.stringContaining(`the fence counter of lock ${JSON.stringify(key)} is exhausted`),
+});
 /** A backend through the route that records the op of every request it sends. */
 const counting = (ops: string[]) =>
   durableObject({
@@ -30,6 +45,49 @@ const counting = (ops: string[]) =>
       return fetch(url, init);
     }) satisfies FetchLike,
   });
+
+/**
+ * POSTs a chunked body (no Content-Length) of 1 MiB to `url`: 64 KiB (8 times the request cap) at
+ * once, then nothing until the answer comes (at most 15 s), then the rest. Answers the status and
+ * how many bytes had been produced when the answer arrived: 64 KiB or fewer when the server
+ * stopped reading at the cap, all of them when it read the body whole before refusing it.
+ */
+async function chunkedPost(url: string): Promise<{ status: number; produced: number; total: number }> {
+  const chunk = new Uint8Array(1_024).fill(0x20);
+  const stallAt = 64 * 1_024;
+  const total = 1_024 * 1_024;
+  let produced = 0;
+  let answer!: () => void;
+  const answered = new Promise<void>((resolve) => {
+    answer = resolve;
+  });
+  let stalled = false;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (produced >= stallAt && !stalled) {
+        stalled = true;
+        if (await Promise.race([answered.then(() => true), sleep(15_000).then(() => false)])) {
+          controller.close();
+          return;
+        }
+      }
+      if (produced >= total) return controller.close();
+      produced += chunk.byteLength;
+      controller.enqueue(chunk);
+    },
+  });
+  const res = await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ctx.token}`, "content-type": "application/json" },
+    body,
+    duplex: "half",
+  } as RequestInit);
+  const at = produced;
+  answer();
+  await res.body?.cancel();
+  expect(MAX_REQUEST_BYTES).toBeLessThan(stallAt / 4);
+  return { status: res.status, produced: at, total };
+}
 
 describe("options", () => {
   const secret = "s3cret-TOKEN-value-0123456789";
@@ -104,9 +162,103 @@ describe("the route", () => {
     expect(error.retryable).toBe(false);
     expect(error.message).toMatch(/op must be acquire, acquireAny, renew, release, inspect or raise/);
   });
+
+  it("cannot make a name unusable: the review's acquire, raise to Number.MAX_SAFE_INTEGER, release leaves the next acquire working", async () => {
+    const key = unique();
+    const n = nonce();
+    const taken = await (await post({ op: "acquire", key, owner: "a", nonce: n, ttl: 60_000 })).json();
+    expect(taken).toMatchObject({ ok: true });
+    const raised = await post({ op: "raise", key, nonce: n, token: Number.MAX_SAFE_INTEGER });
+    const raisedBody = await raised.json();
+    expect(await (await post({ op: "release", key, nonce: n })).json()).toEqual({ ok: true });
+    // Before the fix the next grant was 2^53, which the client refused as retryable until the timeout.
+    const lease = await createMutex(backend, { name: key, ttl: 5_000 }).acquire({ timeout: 10_000 });
+    expect(lease.token).toBe(taken.token + 1);
+    await lease.release();
+    expect(raised.status).toBe(400);
+    expect(raisedBody).toEqual({ error: `raise needs nonce and a token from 1 to ${2 ** 52} (2^52)` });
+  }, 30_000);
+
+  it("a raise goes up to 2^52 and no further; the grants after it go on one by one", async () => {
+    expect(MAX_RAISE).toBe(2 ** 52);
+    const key = unique();
+    const n = nonce();
+    expect((await backend.acquire({ key, owner: "a", nonce: n, ttl: 60_000 })).ok).toBe(true);
+    expect(await backend.raiseFence!({ key, owner: "a", nonce: n, token: MAX_RAISE })).toBe(true);
+    const error = await backend.raiseFence!({ key, owner: "a", nonce: n, token: MAX_RAISE + 1 }).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RangeError);
+    expect((error as Error).message).toMatch(/token must be at most 4503599627370496 \(2\^52\)/);
+    const above = await post({ op: "raise", key, nonce: n, token: MAX_RAISE + 1 });
+    expect(above.status).toBe(400);
+    await backend.release({ key, nonce: n });
+    const lease = await createMutex(backend, { name: key, ttl: 5_000 }).acquire({ timeout: 10_000 });
+    expect(lease.token).toBe(MAX_RAISE + 1);
+    await lease.release();
+  });
+
+  it("a fence counter already at Number.MAX_SAFE_INTEGER (raised there before the bound): acquire fails at once, non-retryable, naming the lock; so does a waiter in line", async () => {
+    const exhausted = durableObject({ url: `${ctx.origin}/exhausted`, token: ctx.token });
+    const name = unique();
+    const mutex = (owner: string) => createMutex(exhausted, { name, owner, ttl: 5_000, retryDelay: 50 });
+    const last = await mutex("last").acquire({ timeout: 10_000 });
+    expect(last.token).toBe(Number.MAX_SAFE_INTEGER);
+    const waiting = mutex("waiter")
+      .acquire({ timeout: 10_000 })
+      .catch((e: unknown) => e);
+    let info = await exhausted.inspect(name);
+    for (let i = 0; i < 200 && !info?.waiters; i++)
+      info = await sleep(10).then(() => exhausted.inspect(name));
+    expect(info?.waiters).toBe(1);
+    await last.release();
+    // Not ERR_LOCK_TIMEOUT after 10 s of retries: the refusal itself.
+    expect(await waiting).toMatchObject(exhaustedError(name));
+    const again = await mutex("next")
+      .acquire({ timeout: 10_000 })
+      .catch((e: unknown) => e);
+    expect(again).toMatchObject(exhaustedError(name));
+    // The object's own answer, as a client of an older version sees it: 409, not retryable.
+    const raw = await fetch(`${ctx.origin}/exhausted`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${ctx.token}` },
+      body: JSON.stringify({ op: "acquire", key: name, owner: "raw", nonce: nonce(), ttl: 5_000 }),
+    });
+    expect(raw.status).toBe(409);
+    expect(await raw.json()).toEqual({
+      error:
+        "the fence counter of this lock is exhausted (Number.MAX_SAFE_INTEGER): no later token can be granted; use a new lock name",
+      key: name,
+    });
+  }, 60_000);
+
+  it("a semaphore's slot whose fence counter is exhausted: acquireAny refuses as that slot's acquire would, naming the slot", async () => {
+    const exhausted = durableObject({ url: `${ctx.origin}/exhausted`, token: ctx.token });
+    const sem = createSemaphore(exhausted, { name: EXHAUSTED_SEMAPHORE, limit: 2, ttl: 5_000 });
+    const last = await sem.acquire({ timeout: 10_000 });
+    expect({ slot: last.slot, token: last.token }).toEqual({ slot: 0, token: Number.MAX_SAFE_INTEGER });
+    await last.release();
+    const error = await sem.acquire({ timeout: 10_000 }).catch((e: unknown) => e);
+    expect(error).toMatchObject(exhaustedError(slotKey(EXHAUSTED_SEMAPHORE, 0)));
+  }, 30_000);
+
+  it("refuses a chunked body longer than the cap as soon as it passes the cap, without reading the rest (413)", async () => {
+    const { status, produced, total } = await chunkedPost(ctx.url);
+    expect(status).toBe(413);
+    // Answered while the client was still holding back the rest of the body.
+    expect(produced).toBeLessThanOrEqual(64 * 1_024);
+    expect(produced).toBeLessThan(total);
+  }, 60_000);
 });
 
 describe("the object", () => {
+  it("refuses a chunked body longer than the cap as soon as it passes the cap, without reading the rest (413)", async () => {
+    // The worker passes the request on with its body still streaming (lockHandler never does).
+    const { status, produced, total } = await chunkedPost(`${ctx.origin}/object/${unique()}`);
+    expect(status).toBe(413);
+    expect(produced).toBeLessThanOrEqual(64 * 1_024);
+    expect(produced).toBeLessThan(total);
+  }, 60_000);
   it("inspect shows the holder, its token and the number of waiters", async () => {
     const name = unique();
     const holder = await createMutex(backend, { name, owner: "h", ttl: 5_000 }).acquire();

@@ -5,7 +5,11 @@
 //   durableObject(env.LOCKS), run inside workerd (200 "ok", or 500 with the failure);
 // - /bench/<op>?n=: n acquire/renew/release cycles through the binding, timed inside workerd;
 // - /semaphore?limit=: a semaphore's permit taken, renewed, listed and released through the
-//   binding, counting the requests (stub fetches) and recording the objects they went to.
+//   binding, counting the requests (stub fetches) and recording the objects they went to;
+// - /object/<name>: the request passed on as it came, its body still streaming, to the object of
+//   that name (lockHandler sends the object only a body it has read): the object's own body cap;
+// - /exhausted: lockHandler over ExhaustedLock (exhausted.ts, bound as EXHAUSTED), whose objects
+//   start with fence counters one below Number.MAX_SAFE_INTEGER.
 // Built from the sources by esbuild (target es2022 lowers `await using`).
 
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
@@ -14,9 +18,11 @@ import { createSemaphore } from "../../../src/semaphore.ts";
 import { conformanceChecks } from "../../../src/testing.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
+export { ExhaustedLock } from "./exhausted.ts";
 
 interface Env {
   LOCKS: DurableObjectNamespaceLike;
+  EXHAUSTED: DurableObjectNamespaceLike;
   LEASEHOLD_TOKEN: string;
 }
 
@@ -81,8 +87,17 @@ export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
     if (url.pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+    if (url.pathname === "/exhausted")
+      return lockHandler(env.EXHAUSTED, { token: env.LEASEHOLD_TOKEN })(request);
     if (url.pathname === "/semaphore")
       return Response.json(await semaphoreRequests(env, Number(url.searchParams.get("limit"))));
+    const object = /^\/object\/(.+)$/.exec(url.pathname);
+    if (object) {
+      const stub = env.LOCKS.get(env.LOCKS.idFromName(object[1]!) as never) as unknown as {
+        fetch(request: Request): Promise<Response>;
+      };
+      return stub.fetch(request);
+    }
     const m = /^\/conformance\/(\d+)$/.exec(url.pathname);
     if (m) {
       const check = bindingChecks(env, url.searchParams)[Number(m[1])];
