@@ -135,11 +135,15 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       { method: "POST", headers, body: JSON.stringify(r), signal },
       secrets,
     );
-    if (status === EXHAUSTED && (r.op === "acquire" || r.op === "acquireAny")) {
-      // The lock's fence counter can grant no more: the object names the key when it knows it.
-      const { key } = body as { key?: unknown };
-      throw fenceExhausted(NAME, typeof key === "string" ? key : "key" in r ? r.key : r.name);
-    }
+    // The lock's fence counter can grant no more: the object answers 409 with the key (a 409 from
+    // anything else, such as a proxy, is an ordinary refused request below).
+    const exhausted = (body as { key?: unknown } | null)?.key;
+    if (
+      status === EXHAUSTED &&
+      typeof exhausted === "string" &&
+      (r.op === "acquire" || r.op === "acquireAny")
+    )
+      throw fenceExhausted(NAME, exhausted);
     if (status !== 200) {
       const error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
