@@ -162,6 +162,37 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
       },
     },
     {
+      name: 'holder() gives back exactly every kind of owner createMutex accepts (a store that cannot hold one refuses the acquire with a TypeError or RangeError about the owner): the longest (256 characters, in 3- and 4-byte UTF-8), non-ASCII, Latin-1, spaces at either end, | % " \\, U+FEFF, U+FFFF, U+2028',
+      timeout: 30_000,
+      async run() {
+        const { make } = await setup();
+        const owners = [
+          ` padded, "quoted" \\ |piped| 100% %41 `,
+          "\uFEFFbom \uFFFF \u2028 \u00A0 \u00AD é 日本 🔒",
+          "José ÿ", // Latin-1 only: a one-byte string in V8
+          "日".repeat(256),
+          "🔒".repeat(128),
+          "|",
+        ];
+        for (const [i, owner] of owners.entries()) {
+          const lease = await make(owner)
+            .acquire({ timeout: 10_000 })
+            .catch((e: unknown) =>
+              e instanceof TypeError || e instanceof RangeError ? e : Promise.reject(e),
+            );
+          const seen = (await make("observer").holder())?.owner;
+          if (lease instanceof Error) {
+            // A store that cannot hold it must say so, before anything is written.
+            assert(/\bowner\b/.test(lease.message), `owner ${i}: refused with "${lease.message}"`);
+            assert(seen === undefined, `owner ${i}: refused, yet the lock is held`);
+            continue;
+          }
+          assert(seen === owner, `owner ${i}: holder() answered ${JSON.stringify(seen)?.slice(0, 100)}`);
+          await lease.release();
+        }
+      },
+    },
+    {
       name: "release by a non-owner changes nothing",
       timeout: 30_000,
       async run() {
