@@ -529,8 +529,8 @@ function waitingChecks(
 }
 
 /**
- * The semaphore checks (`createSemaphore` over the backend, and `Backend.acquireAny` where
- * offered), part of {@link conformanceChecks}: at most `limit` permits at once, distinct slots,
+ * The semaphore checks (`createSemaphore` over the backend, and `Backend.acquireAny` and
+ * `Backend.releaseAny` where offered), part of {@link conformanceChecks}: at most `limit` permits at once, distinct slots,
  * different limits overlapping, permits freed on release and on expiry, tokens increasing per slot.
  *
  * @param options The backend factory and the timing to use.
@@ -725,6 +725,45 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
           per.ok && per.token > r2.token,
           "a per-key acquire after acquireAny did not get a greater token",
         );
+      },
+    },
+    {
+      name: "releaseAny, where offered: frees the key the nonce holds, leaves the keys of other nonces alone, and does nothing when the nonce holds none",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (!backend.releaseAny) return; // an optional capability
+        const keys = [0, 1, 2].map((slot) => slotKey(name, slot));
+        const give = (nonce: string) => backend.releaseAny!({ keys, nonce });
+        const [other, ours] = [crypto.randomUUID(), crypto.randomUUID()];
+        const a = await backend.acquire({ key: keys[0]!, owner: "other", nonce: other, ttl });
+        const b = await backend.acquire({ key: keys[1]!, owner: "ours", nonce: ours, ttl });
+        assert(a.ok && b.ok, "a per-key acquire failed on a free key");
+        const owners = async () =>
+          (await Promise.all(keys.map((k) => backend.inspect(k)))).map((h) => h?.owner);
+        await give(crypto.randomUUID());
+        assert(
+          (await owners()).join() === "other,ours,",
+          `releaseAny with a nonce that holds no key changed the holders: ${JSON.stringify(await owners())}`,
+        );
+        await give(ours);
+        assert(
+          (await owners()).join() === "other,,",
+          `after releaseAny of the nonce of key 1 the holders are ${JSON.stringify(await owners())}, expected key 0's alone`,
+        );
+        await give(ours);
+        assert(
+          (await owners()).join() === "other,,",
+          "a second releaseAny of the same nonce changed the holders",
+        );
+        const next = crypto.randomUUID();
+        const again = await backend.acquire({ key: keys[1]!, owner: "next", nonce: next, ttl });
+        assert(
+          again.ok && again.token > b.token,
+          "the key releaseAny freed was not taken again with a greater token",
+        );
+        await backend.release({ key: keys[0]!, nonce: other });
+        await backend.release({ key: keys[1]!, nonce: next });
       },
     },
   ];
