@@ -98,7 +98,12 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
     help: "Longest pause between attempts while waiting or campaigning.",
     default: "1000",
   },
-  "--owner": { arg: "S", in: RUNS, help: 'The identity "status" shows.', default: "<hostname>:<pid>" },
+  "--owner": {
+    arg: "S",
+    in: RUNS,
+    help: 'The identity "status" shows: 1-256 characters, no control characters.',
+    default: "<hostname>:<pid>",
+  },
   "--children": {
     arg: "wait|kill",
     in: RUNS,

@@ -101,6 +101,14 @@ export interface Backend {
     ttl: number;
     signal?: AbortSignal;
   }): Promise<{ ok: true; token: number; index: number } | { ok: false; retryAfter?: number }>;
+  /**
+   * Optional, beside `acquireAny`: gives back an `acquireAny` that got no answer (it may have
+   * taken any one of `keys`). Exactly as if {@link Backend.release} had been called with `nonce`
+   * on each key: frees the key that `nonce` holds and does nothing to the others, nor anything
+   * at all when `nonce` holds none. One request. Without it, `createSemaphore` gives back with one
+   * release per key, one at a time, stopping at the first that fails (docs/DESIGN.md §15).
+   */
+  releaseAny?(r: { keys: readonly string[]; nonce: string; signal?: AbortSignal }): Promise<void>;
   /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
   renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;
   /** Frees the lock if `nonce` owns it; does nothing otherwise. */

@@ -61,12 +61,21 @@ export interface LeaseInit {
 }
 
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
-export async function releaseNonce(backend: Backend, key: string, nonce: string, ttl: number): Promise<void> {
-  const bounded = requestSignal(backend.name, "release", quietBound(ttl));
+export function releaseNonce(backend: Backend, key: string, nonce: string, ttl: number): Promise<void> {
+  return releaseBounded(backend, ttl, (signal) => backend.release({ key, nonce, signal }));
+}
+
+/** Sends the release request `send`, bounded by max(ttl/5, 1 s) (docs/DESIGN.md §4.7). @internal */
+export async function releaseBounded(
+  backend: Backend,
+  ttl: number,
+  send: (signal: AbortSignal) => Promise<void>,
+): Promise<void> {
+  const b = requestSignal(backend.name, "release", quietBound(ttl));
   try {
-    await backend.release({ key, nonce, signal: bounded.signal });
+    await send(b.signal);
   } finally {
-    bounded.done();
+    b.done();
   }
 }
 

@@ -30,7 +30,11 @@ export interface MutexOptions {
    * 2 147 483 647, within the backend's own range (Azure: 15 000–60 000). Default 15 000.
    */
   ttl?: number;
-  /** The identity `holder()` reports: any well-formed string of 1–256 characters. Default: a random UUID. */
+  /**
+   * The identity `holder()` reports: 1–256 characters (UTF-16 code units, as `length` counts) of
+   * well-formed Unicode without control characters (U+0000–U+001F, U+007F–U+009F). Every backend
+   * stores it and `holder()` gives it back exactly. Default: a random UUID.
+   */
   owner?: string;
   /** Renew the lease in the background every ttl/3 (±10 %) until released. Default true. */
   renew?: boolean;

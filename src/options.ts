@@ -41,6 +41,24 @@ function kind(value: unknown): string {
 
 const NAME = /^[A-Za-z0-9_:@+-](?:[A-Za-z0-9_.:@+/-]*[A-Za-z0-9_:@+-])?$/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+/** Unicode's control characters (category Cc): U+0000–U+001F and U+007F–U+009F. */
+const CONTROL = /\p{Cc}/u;
+
+/** What every backend stores and `holder()` gives back exactly (docs/DESIGN.md §3). */
+const OWNER_RULE =
+  "owner must be 1-256 characters (UTF-16 code units) of well-formed Unicode without control characters (U+0000-U+001F, U+007F-U+009F)";
+
+/** What is wrong with `owner`, for the message ({@link OWNER_RULE}); never its content. */
+function ownerProblem(owner: unknown): string | undefined {
+  if (typeof owner !== "string") return kind(owner);
+  if (owner.length < 1 || owner.length > 256) return `${owner.length} characters`;
+  const lone = LONE_SURROGATE.exec(owner);
+  if (lone) return `a lone surrogate at index ${lone.index}`;
+  const control = CONTROL.exec(owner);
+  if (!control) return undefined;
+  const code = owner.charCodeAt(control.index).toString(16).toUpperCase();
+  return `a control character (U+${code.padStart(4, "0")}) at index ${control.index}`;
+}
 
 /** createMutex's options, checked, with their defaults, the backend and the guard. */
 export interface CheckedMutexOptions {
@@ -121,11 +139,8 @@ export function checkMutexOptions(
   );
   check(typeof renew === "boolean", at, "renew must be a boolean");
   const owner = options.owner ?? crypto.randomUUID();
-  check(
-    typeof owner === "string" && owner.length >= 1 && owner.length <= 256 && !LONE_SURROGATE.test(owner),
-    at,
-    "owner must be a well-formed string of 1-256 characters",
-  );
+  const wrong = ownerProblem(owner);
+  check(wrong === undefined, at, `${OWNER_RULE}, got ${wrong}`);
   checkFunction(where, "onEvent", options.onEvent);
   const onEvent = options.onEvent;
   return {

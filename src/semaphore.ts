@@ -1,7 +1,7 @@
 // createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15).
 import type { Backend } from "./backend.ts";
 import { BackendError } from "./errors.ts";
-import type { Lease } from "./lease.ts";
+import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import {
   type AcquireOptions,
   type Attempt,
@@ -14,7 +14,6 @@ import {
   type MutexOptions,
   observe,
   refused,
-  releaseInBackground,
   runWith,
   waitFor,
 } from "./mutex.ts";
@@ -105,7 +104,9 @@ export interface Semaphore {
  * before anyone else can take the slot, it renews itself, and its fencing token strictly increases
  * per slot. A backend with `acquireAny` (memory, upstash, redis, cloudflare) takes any free slot in one request;
  * on the others, an attempt tries the slots from a random one on, one request each, until one is
- * free. Checks every option now, like `createMutex`, and throws a `TypeError` or `RangeError`
+ * free. An attempt that got no answer may have taken a slot: it is given back in the background,
+ * in one request with `releaseAny` (those four backends), else one release per slot, one at a
+ * time, stopping at the first that fails. Checks every option now, like `createMutex`, and throws a `TypeError` or `RangeError`
  * naming the option and its valid values.
  *
  * @param backend Where the slots live: any backend.
@@ -143,11 +144,13 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     `name must be at most ${255 - (longest.length - name.length)} characters with limit ${limit}: its slot keys (${JSON.stringify(slotKey("", limit - 1))} appended) must be valid lock names, got ${name.length}`,
     RangeError,
   );
-  check(
-    backend.acquireAny === undefined || typeof backend.acquireAny === "function",
-    at,
-    "backend.acquireAny must be a function when present",
-  );
+  for (const method of ["acquireAny", "releaseAny"] as const) {
+    check(
+      backend[method] === undefined || typeof backend[method] === "function",
+      at,
+      `backend.${method} must be a function when present`,
+    );
+  }
   const keys = Array.from({ length: limit }, (_, slot) => slotKey(name, slot));
   const backendName = backend.name;
 
@@ -170,9 +173,18 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     [Symbol.asyncDispose]: lease.release,
   });
 
-  /** Frees, in the background, whichever slot an unanswered request may have taken. */
+  // Gives back, in the background, whichever slot an unanswered acquireAny may have taken: one
+  // releaseAny request where the backend has it; else one release per slot, one at a time, stopping
+  // at the first that fails (a slot not reached expires after ttl, like a crashed holder's).
+  const releaseAny = backend.releaseAny;
+  const giveBack = releaseAny
+    ? (nonce: string) =>
+        releaseBounded(backend, ttl, (signal) => releaseAny.call(backend, { keys, nonce, signal }))
+    : async (nonce: string) => {
+        for (const key of keys) await releaseNonce(backend, key, nonce, ttl);
+      };
   const releaseAll = (nonce: string): void => {
-    for (const key of keys) releaseInBackground(o, key, nonce);
+    giveBack(nonce).catch(() => {});
   };
 
   // One request for any free slot, on a backend that offers it (and expires locks itself).

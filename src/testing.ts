@@ -175,6 +175,37 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
       },
     },
     {
+      name: 'holder() gives back exactly every kind of owner createMutex accepts (a store that cannot hold one refuses the acquire with a TypeError or RangeError about the owner): the longest (256 characters, in 3- and 4-byte UTF-8), non-ASCII, Latin-1, spaces at either end, | % " \\, U+FEFF, U+FFFF, U+2028',
+      timeout: 30_000,
+      async run() {
+        const { make } = await setup();
+        const owners = [
+          ` padded, "quoted" \\ |piped| 100% %41 `,
+          "\uFEFFbom \uFFFF \u2028 \u00A0 \u00AD é 日本 🔒",
+          "José ÿ", // Latin-1 only: a one-byte string in V8
+          "日".repeat(256),
+          "🔒".repeat(128),
+          "|",
+        ];
+        for (const [i, owner] of owners.entries()) {
+          const lease = await make(owner)
+            .acquire({ timeout: 10_000 })
+            .catch((e: unknown) =>
+              e instanceof TypeError || e instanceof RangeError ? e : Promise.reject(e),
+            );
+          const seen = (await make("observer").holder())?.owner;
+          if (lease instanceof Error) {
+            // A store that cannot hold it must say so, before anything is written.
+            assert(/\bowner\b/.test(lease.message), `owner ${i}: refused with "${lease.message}"`);
+            assert(seen === undefined, `owner ${i}: refused, yet the lock is held`);
+            continue;
+          }
+          assert(seen === owner, `owner ${i}: holder() answered ${JSON.stringify(seen)?.slice(0, 100)}`);
+          await lease.release();
+        }
+      },
+    },
+    {
       name: "release by a non-owner changes nothing",
       timeout: 30_000,
       async run() {
@@ -548,8 +579,8 @@ function waitingChecks(
 }
 
 /**
- * The semaphore checks (`createSemaphore` over the backend, and `Backend.acquireAny` where
- * offered), part of {@link conformanceChecks}: at most `limit` permits at once, distinct slots,
+ * The semaphore checks (`createSemaphore` over the backend, and `Backend.acquireAny` and
+ * `Backend.releaseAny` where offered), part of {@link conformanceChecks}: at most `limit` permits at once, distinct slots,
  * different limits overlapping, permits freed on release and on expiry, tokens increasing per slot.
  *
  * @param options The backend factory and the timing to use.
@@ -745,6 +776,45 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
           per.ok && per.token > r2.token,
           "a per-key acquire after acquireAny did not get a greater token",
         );
+      },
+    },
+    {
+      name: "releaseAny, where offered: frees the key the nonce holds, leaves the keys of other nonces alone, and does nothing when the nonce holds none",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (!backend.releaseAny) return; // an optional capability
+        const keys = [0, 1, 2].map((slot) => slotKey(name, slot));
+        const give = (nonce: string) => backend.releaseAny!({ keys, nonce });
+        const [other, ours] = [crypto.randomUUID(), crypto.randomUUID()];
+        const a = await backend.acquire({ key: keys[0]!, owner: "other", nonce: other, ttl });
+        const b = await backend.acquire({ key: keys[1]!, owner: "ours", nonce: ours, ttl });
+        assert(a.ok && b.ok, "a per-key acquire failed on a free key");
+        const owners = async () =>
+          (await Promise.all(keys.map((k) => backend.inspect(k)))).map((h) => h?.owner);
+        await give(crypto.randomUUID());
+        assert(
+          (await owners()).join() === "other,ours,",
+          `releaseAny with a nonce that holds no key changed the holders: ${JSON.stringify(await owners())}`,
+        );
+        await give(ours);
+        assert(
+          (await owners()).join() === "other,,",
+          `after releaseAny of the nonce of key 1 the holders are ${JSON.stringify(await owners())}, expected key 0's alone`,
+        );
+        await give(ours);
+        assert(
+          (await owners()).join() === "other,,",
+          "a second releaseAny of the same nonce changed the holders",
+        );
+        const next = crypto.randomUUID();
+        const again = await backend.acquire({ key: keys[1]!, owner: "next", nonce: next, ttl });
+        assert(
+          again.ok && again.token > b.token,
+          "the key releaseAny freed was not taken again with a greater token",
+        );
+        await backend.release({ key: keys[0]!, nonce: other });
+        await backend.release({ key: keys[1]!, nonce: next });
       },
     },
   ];

@@ -10,8 +10,11 @@
  * holds the lease (`{ nonce, owner, token, ttl }` as a JSON string), deleted on release, and
  * `["leasehold", "fence", n]` the fencing counter (a decimal string) that never goes away, written
  * in the same atomic commit as the lease. Every read is strongly consistent. Values are strings
- * so that one database can be read from Deno, Node and Bun alike (on Bun, open it with
- * `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only).
+ * (the lease as ASCII JSON) so that one database can be read from Deno, Node and Bun alike (on
+ * Bun, open it with `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only, of at
+ * most 255 bytes: an acquire whose record it would not read back, for an owner over about 170
+ * ASCII characters, is refused with a `RangeError` before anything is written; across runtimes,
+ * records must stay under 128 bytes: docs/DESIGN.md §5.7).
  *
  * Round trips: an acquire reads both keys and commits (2); a renew or release of a lease this
  * backend object wrote commits with the versionstamp it remembers (1), and reads first only when
@@ -78,6 +81,23 @@ const WHERE = `[${NAME}]`;
 /** Commits that lost a race to another writer are tried again this many times. */
 const ATTEMPTS = 5;
 
+/** `@deno/kv`'s Kv shows its value serializer (Deno's own does not). */
+interface SerializerLike {
+  encodeV8?: (value: unknown) => Uint8Array;
+  decodeV8?: (bytes: Uint8Array) => unknown;
+}
+
+/**
+ * The lease as stored: JSON with every non-ASCII character escaped (`\uXXXX`), so the string is
+ * ASCII. `@deno/kv`'s makeLimitedV8Serializer (the one Bun needs) reads the characters U+0080 to
+ * U+00FF back wrong (an owner "José" came back as "Jos\uFFFD"); JSON.parse reads both forms.
+ */
+const recordOf = (lease: Lease): string =>
+  JSON.stringify(lease).replace(
+    /[\u0080-\uffff]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
+
 const foreign = (what: string) =>
   new BackendError(`the ${what} key holds a value leasehold did not write`, {
     backend: NAME,
@@ -127,14 +147,38 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     WHERE,
     "options.prefix must be an array of key parts (strings, numbers, bigints, booleans)",
   );
+  // A record this KV's serializer would not read back is refused before it is written, rather than
+  // leave a lock nobody can read: makeLimitedV8Serializer writes a string's length in one byte.
+  const serializer = kv as KvLike & SerializerLike;
+  const readsBack =
+    typeof serializer.encodeV8 === "function" && typeof serializer.decodeV8 === "function"
+      ? (value: string) => {
+          try {
+            return serializer.decodeV8!(serializer.encodeV8!(value)) === value;
+          } catch {
+            return false;
+          }
+        }
+      : () => true;
+  /** The record of `lease`, checked against the serializer. */
+  const stored = (lease: Lease): string => {
+    const value = recordOf(lease);
+    check(
+      readsBack(value),
+      WHERE,
+      `owner is too long for this KV: its value serializer does not read back the lock's record of ${value.length} characters (@deno/kv's makeLimitedV8Serializer, which Bun needs, stores strings of at most 255 bytes: an owner of up to about 170 ASCII characters)`,
+      RangeError,
+    );
+    return value;
+  };
   const lockKey = (key: string): KvKey => [...prefix, "lock", key];
   const fenceKey = (key: string): KvKey => [...prefix, "fence", key];
   // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and
   // release commit against it at once, without a read (the commit fails if it changed since).
   const written = new Map<string, KvEntryLike>();
-  const wrote = (lease: Lease, versionstamp: string | undefined): void => {
+  const wrote = (lease: Lease, value: string, versionstamp: string | undefined): void => {
     written.delete(lease.nonce);
-    if (versionstamp) written.set(lease.nonce, { value: JSON.stringify(lease), versionstamp });
+    if (versionstamp) written.set(lease.nonce, { value, versionstamp });
     if (written.size > 4_096) written.delete(written.keys().next().value as string);
   };
 
@@ -167,6 +211,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
 
   /** Commits `lease` in place of the current one if nothing changed since `entry` was read. */
   async function rewrite(key: string, entry: KvEntryLike, lease: Lease, signal?: AbortSignal) {
+    const value = stored(lease);
     const r = await io(
       "write",
       key,
@@ -174,11 +219,11 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
         kv
           .atomic()
           .check({ key: lockKey(key), versionstamp: entry.versionstamp })
-          .set(lockKey(key), JSON.stringify(lease))
+          .set(lockKey(key), value)
           .commit(),
       signal,
     );
-    if (r.ok) wrote(lease, r.versionstamp);
+    if (r.ok) wrote(lease, value, r.versionstamp);
     return r.ok;
   }
 
@@ -200,6 +245,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     next: number,
     signal?: AbortSignal,
   ): Promise<boolean> {
+    const value = stored(lease);
     const r = await io(
       what,
       key,
@@ -208,12 +254,12 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
           .atomic()
           .check({ key: lockKey(key), versionstamp: lock.versionstamp })
           .check({ key: fenceKey(key), versionstamp: fence.versionstamp })
-          .set(lockKey(key), JSON.stringify(lease))
+          .set(lockKey(key), value)
           .set(fenceKey(key), String(next))
           .commit(),
       signal,
     );
-    if (r.ok) wrote(lease, r.versionstamp);
+    if (r.ok) wrote(lease, value, r.versionstamp);
     return r.ok;
   }
 

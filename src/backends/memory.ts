@@ -81,6 +81,11 @@ export function memory(options: MemoryOptions = {}): Backend {
     return { ok: true, token };
   };
 
+  /** Frees `key` if `nonce` holds it: release's, and each step of releaseAny's. */
+  const free = (key: string, nonce: string): void => {
+    if (live(key)?.nonce === nonce) locks.delete(key);
+  };
+
   return {
     name: "memory",
     ...(observed ? { expiry: "observed" as const } : {}),
@@ -88,7 +93,8 @@ export function memory(options: MemoryOptions = {}): Backend {
       signal?.throwIfAborted();
       return take(key, owner, nonce, ttl, takeover);
     },
-    // A store that expires locks itself answers a semaphore's acquire in one step (observed: per key).
+    // A store that expires locks itself answers a semaphore's acquire, and gives it back, in one
+    // step (observed: per key).
     ...(observed
       ? {}
       : {
@@ -104,6 +110,11 @@ export function memory(options: MemoryOptions = {}): Backend {
               ? { ok: false as const }
               : { ok: false as const, retryAfter };
           },
+          // Gives back an unanswered acquireAny in one step.
+          async releaseAny({ keys, nonce, signal }) {
+            signal?.throwIfAborted();
+            for (const key of keys) free(key, nonce);
+          },
         }),
     async renew({ key, nonce, ttl, signal }) {
       signal?.throwIfAborted();
@@ -116,7 +127,7 @@ export function memory(options: MemoryOptions = {}): Backend {
     },
     async release({ key, nonce, signal }) {
       signal?.throwIfAborted();
-      if (live(key)?.nonce === nonce) locks.delete(key);
+      free(key, nonce);
     },
     async inspect(key, signal) {
       signal?.throwIfAborted();

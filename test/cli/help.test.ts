@@ -45,7 +45,7 @@ describe("leasehold --help and usage errors", () => {
     for (const code of ["75", "76", "69", "126", "127"]) expect(main).toContain(code);
   });
 
-  it("exits 2 with a usage message for unknown options, a missing --name or command, bad numbers", async () => {
+  it("exits 2 with a usage message for unknown options, a missing --name or command, bad numbers, a bad --owner", async () => {
     const cases: [string[], RegExp][] = [
       [["exec", "--name", "x", "--bogus", "--", "true"], /unknown option --bogus/],
       [["exec", "--", "true"], /--name is required/],
@@ -56,6 +56,19 @@ describe("leasehold --help and usage errors", () => {
       [["frobnicate"], /unknown command/],
       [["exec", "--name", "bad//name", "--", "true"], /name .* is invalid/],
       [["exec", "--name", "x", "--ttl", "1000", "--grace", "900", "--", "true"], /--grace must be less than/],
+      // An argument cannot carry U+0000; any other control character is refused the same way.
+      [
+        ["exec", "--name", "x", "--owner", "host\t1", "--", "true"],
+        /--owner must be 1-256 characters .* without control characters .*, got a control character \(U\+0009\) at index 4/,
+      ],
+      [
+        ["lead", "--name", "x", "--owner", "\u001b[31mred", "--", "true"],
+        /--owner must be .* without control characters .*, got a control character \(U\+001B\) at index 0/,
+      ],
+      [
+        ["exec", "--name", "x", "--limit", "2", "--owner", "x".repeat(257), "--", "true"],
+        /--owner must be 1-256 characters .*, got 257 characters/,
+      ],
     ];
     const runs = cases.map(([args]) => cli(args));
     const statuses = await Promise.all(runs.map((r) => r.status));

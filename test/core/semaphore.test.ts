@@ -1,10 +1,11 @@
 // createSemaphore over the memory backend: option checks, the one-request path (acquireAny) and
 // the generic one (a backend without it: one attempt per slot), waiting, timeout and abort, run,
 // and at most `limit` unaborted permits under contention (the permits' signals are the truth).
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
 import { createSemaphore, isLockError, type Permit, slotKey } from "../../src/index.ts";
+import { transient } from "../harness/doubles.ts";
 
 /** A memory store without acquireAny (the generic path), counting the requests of each kind. */
 function counted(any = true) {
@@ -172,6 +173,73 @@ describe("createSemaphore against a backend that does not answer", () => {
     expect(took).toBeLessThan(20 * 77); // per slot, it would be 20 bounds
     expect(took).toBeLessThan(600);
     expect(requests).toBe(1); // the first slot's request used up the whole bound
+  });
+});
+
+describe("giving back an acquireAny that got no answer", () => {
+  // The fault: acquireAny is applied (a slot is taken) but its reply is lost, a retryable failure.
+  // A double, since a real server cannot lose one reply on demand (the Redis and Durable Object
+  // tests lose it at the client and count the requests on the wire).
+  function lostReply(withReleaseAny: boolean, failRelease = (_key: string) => false) {
+    const store = memory();
+    const calls = { release: [] as string[], releaseAny: 0, inFlight: 0, mostInFlight: 0 };
+    const backend: Backend = {
+      ...store,
+      async acquireAny(r) {
+        await store.acquireAny!(r);
+        throw transient();
+      },
+      async release(r) {
+        calls.release.push(r.key);
+        calls.mostInFlight = Math.max(calls.mostInFlight, ++calls.inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 1));
+        calls.inFlight--;
+        if (failRelease(r.key)) throw transient();
+        return store.release(r);
+      },
+      releaseAny: withReleaseAny
+        ? (r) => {
+            calls.releaseAny++;
+            return store.releaseAny!(r);
+          }
+        : undefined,
+    };
+    return { store, backend, calls };
+  }
+  /** Resolves once `key` is free (the give-back reached it). */
+  const freed = (store: Backend, key: string) =>
+    vi.waitFor(async () => expect(await store.inspect(key)).toBeNull(), { timeout: 10_000, interval: 10 });
+  const calledAtLeast = (calls: { release: string[] }, n: number) =>
+    vi.waitFor(() => expect(calls.release.length).toBeGreaterThanOrEqual(n), {
+      timeout: 10_000,
+      interval: 10,
+    });
+
+  it("costs one releaseAny request at any limit, not one release per slot", async () => {
+    const { store, backend, calls } = lostReply(true);
+    const sem = createSemaphore(backend, { name: "lost", limit: 50, ttl: 60_000 });
+    const error = await sem.tryAcquire().catch((e: unknown) => e);
+    expect(isLockError(error) && error.code).toBe("ERR_BACKEND");
+    // The slot the lost reply took (the first free one) is freed by the one give-back.
+    await freed(store, slotKey("lost", 0));
+    expect(calls).toMatchObject({ releaseAny: 1, release: [] });
+  });
+
+  it("without releaseAny: one release per slot, one at a time in slot order, stopping at the first that fails", async () => {
+    const all = lostReply(false);
+    const sem = createSemaphore(all.backend, { name: "each", limit: 5, ttl: 60_000 });
+    await sem.tryAcquire().catch(() => {});
+    await calledAtLeast(all.calls, 5);
+    expect(all.calls.release).toEqual([0, 1, 2, 3, 4].map((slot) => slotKey("each", slot)));
+    expect(all.calls.mostInFlight).toBe(1);
+
+    const failing = lostReply(false, (key) => key === slotKey("stop", 1));
+    const stop = createSemaphore(failing.backend, { name: "stop", limit: 5, ttl: 60_000 });
+    await stop.tryAcquire().catch(() => {});
+    await freed(failing.store, slotKey("stop", 0));
+    await calledAtLeast(failing.calls, 2);
+    await new Promise((r) => setTimeout(r, 100)); // what would follow the failed release, if anything
+    expect(failing.calls.release).toEqual([slotKey("stop", 0), slotKey("stop", 1)]);
   });
 });
 

@@ -65,8 +65,9 @@ export function checkToken(token: unknown, option: string): asserts token is str
  * `acquire()` waits in line: first come, first served, woken on release.
  *
  * @param target The namespace binding (`env.LOCKS`), or `{ url, token, fetch? }`.
- * @returns A backend named `"cloudflare"` with `acquireQueued` and `acquireAny` (a semaphore's acquire
- *   is one request whatever its limit).
+ * @returns A backend named `"cloudflare"` with `acquireQueued`, and `acquireAny` and `releaseAny` (a
+ *   semaphore's acquire, and the give-back of one that got no answer, are one request whatever its
+ *   limit).
  * @throws {TypeError} When `target` is neither, the URL is not http(s), or the token is shorter
  *   than 16 characters or not a header value. The token is never part of a message.
  *
@@ -167,6 +168,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     throw malformed(r);
   }
 
+  async function releaseKey(key: string, nonce: string, signal: AbortSignal | undefined): Promise<void> {
+    const r = await call({ op: "release", key, nonce }, signal);
+    if (r?.ok !== true) throw malformed(r);
+  }
+
   return {
     name: NAME,
     async acquire({ key, owner, nonce, ttl, signal }) {
@@ -210,8 +216,15 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       if (typeof r?.ok !== "boolean") throw malformed(r);
       return r.ok;
     },
-    async release({ key, nonce, signal }) {
-      const r = await call({ op: "release", key, nonce }, signal);
+    release: ({ key, nonce, signal }) => releaseKey(key, nonce, signal),
+    async releaseAny({ keys, nonce, signal }) {
+      const one = slotsOf(keys);
+      // Not the slots of one semaphore, so not in one object: a release per key.
+      if (!one) {
+        await Promise.all(keys.map((key) => releaseKey(key, nonce, signal)));
+        return;
+      }
+      const r = await call({ op: "releaseAny", ...one, nonce }, signal);
       if (r?.ok !== true) throw malformed(r);
     },
     async raiseFence({ key, nonce, token, signal }) {

@@ -98,7 +98,7 @@ interface Lock {
  * - expiry is judged on the object's clock; an alarm at the earliest lease's expiry frees it and
  *   serves the next waiter even when nobody calls;
  * - a semaphore's acquire (`acquireAny`) tries its slots in order in one request, exactly as one
- *   acquire per slot would;
+ *   acquire per slot would, and its give-back (`releaseAny`) releases them all in one;
  * - waiters (`acquireQueued`) are served first come, first served: a waiting request is held open
  *   (at most 30 s, and as long as the caller asks) and answered with the lease as soon as the
  *   lock is released or expires; a waiter keeps its place for 1 s between two requests, and a
@@ -185,22 +185,24 @@ export class LeaseholdLock {
   /** Runs one operation; every change is saved before its answer (and the answers it unblocked). */
   async #run(r: LockRequest): Promise<unknown> {
     const now = Date.now();
-    const keys = r.op === "acquireAny" ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
+    const keys = "slots" in r ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
     const locks = keys.map((key) => this.#lockAt(storageKey(key)));
     for (const lock of locks) this.#serve(lock, now);
     await this.#commit();
     const reply = await (r.op === "acquireAny"
       ? this.#acquireAny(r, locks, now)
-      : this.#apply(r, locks[0]!, now));
+      : r.op === "releaseAny"
+        ? this.#releaseAny(r, locks, now)
+        : this.#apply(r, locks[0]!, now));
     await this.#commit();
     return reply;
   }
 
   #apply(
-    r: Exclude<LockRequest, { op: "acquireAny" }>,
+    r: Exclude<LockRequest, { slots: number[] }>,
     lock: Lock,
     now: number,
-  ): Replies[Exclude<LockRequest["op"], "acquireAny">] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
+  ): Replies[Exclude<LockRequest["op"], "acquireAny" | "releaseAny">] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
     switch (r.op) {
       case "acquire":
         return this.#acquire(lock, r, now);
@@ -305,6 +307,18 @@ export class LeaseholdLock {
       retryAfter = Math.min(retryAfter, (lease ? lease.until : head!.keepUntil) - now);
     }
     return { ok: false, retryAfter: Math.max(0, retryAfter) };
+  }
+
+  /** A semaphore's give-back of an unanswered acquireAny: a release of each lock with the nonce. */
+  #releaseAny(
+    r: Extract<LockRequest, { op: "releaseAny" }>,
+    locks: Lock[],
+    now: number,
+  ): Replies["releaseAny"] {
+    for (const [i, lock] of locks.entries()) {
+      this.#apply({ op: "release", key: slotKey(r.name, r.slots[i]!), nonce: r.nonce }, lock, now);
+    }
+    return { ok: true };
   }
 
   /**

@@ -45,7 +45,8 @@ export type LockRequest =
   | { op: "release"; key: string; nonce: string }
   | { op: "inspect"; key: string }
   | { op: "raise"; key: string; nonce: string; token: number }
-  | { op: "acquireAny"; name: string; slots: number[]; owner: string; nonce: string; ttl: number };
+  | { op: "acquireAny"; name: string; slots: number[]; owner: string; nonce: string; ttl: number }
+  | { op: "releaseAny"; name: string; slots: number[]; nonce: string };
 
 /** What the object answers to each operation (HTTP 200, JSON). */
 export interface Replies {
@@ -55,6 +56,7 @@ export interface Replies {
   renew: { ok: boolean };
   release: { ok: true };
   raise: { ok: boolean };
+  releaseAny: { ok: true };
   inspect: { holder: { owner: string; token: number; ttlLeft: number } | null; waiters: number };
 }
 
@@ -73,8 +75,8 @@ export function parseRequest(body: string): LockRequest | string {
     return "the body is not JSON";
   }
   if (typeof r !== "object" || r === null) return "the body is not a JSON object";
-  if (r.op === "acquireAny") {
-    const { slots } = r;
+  if (r.op === "acquireAny" || r.op === "releaseAny") {
+    const { op, slots } = r;
     if (
       !str(r.name, 1_000) ||
       !Array.isArray(slots) ||
@@ -82,7 +84,8 @@ export function parseRequest(body: string): LockRequest | string {
       slots.length > MAX_LIMIT ||
       !slots.every((slot) => ms(slot) && slot < MAX_LIMIT)
     )
-      return `acquireAny needs name and slots: 1-${MAX_LIMIT} integers from 0 to ${MAX_LIMIT - 1}`;
+      return `${op} needs name and slots: 1-${MAX_LIMIT} integers from 0 to ${MAX_LIMIT - 1}`;
+    if (op === "releaseAny") return str(r.nonce, 256) ? (r as LockRequest) : "releaseAny needs nonce";
     if (!str(r.nonce, 256) || !ms(r.ttl) || r.ttl === 0 || !str(r.owner, 1_024))
       return "acquireAny needs nonce, owner and ttl > 0";
     return r as LockRequest;
@@ -107,7 +110,7 @@ export function parseRequest(body: string): LockRequest | string {
         ? (r as LockRequest)
         : `raise needs nonce and a token from 1 to ${MAX_RAISE} (2^52)`;
     default:
-      return "op must be acquire, acquireAny, renew, release, inspect or raise";
+      return "op must be acquire, acquireAny, renew, release, releaseAny, inspect or raise";
   }
 }
 
@@ -140,7 +143,7 @@ export function objectName(key: string): string {
 
 /** The object that serves request `r`. */
 export function objectOf(r: LockRequest): string {
-  return r.op === "acquireAny" ? r.name : objectName(r.key);
+  return "slots" in r ? r.name : objectName(r.key);
 }
 
 /**

@@ -50,6 +50,15 @@ export const RELEASE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
 if v and v:sub(1,#n)==n then return redis.call("DEL",KEYS[1]) end
 return 0`;
 
+// KEYS lock1, lock2, ...; ARGV nonce. RELEASE on each lock: deletes those that are ours (an
+// unanswered ACQUIRE_ANY took at most one); the number deleted.
+export const RELEASE_ANY = `local n,c=ARGV[1].."|",0
+for i=1,#KEYS do
+local v=redis.call("GET",KEYS[i])
+if v and v:sub(1,#n)==n then c=c+redis.call("DEL",KEYS[i]) end
+end
+return c`;
+
 // KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
 // the fence counter become at least the token (the expiry is kept); 1. Else 0. (c and o: the
 // value's token and owner.)
@@ -104,7 +113,7 @@ export interface ScriptRunner {
   name: string;
   /** Prepended to every key. */
   prefix: string;
-  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RAISE); resolves its reply as plain values. */
+  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RELEASE_ANY, RAISE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
@@ -118,7 +127,8 @@ export interface ScriptRunner {
 
 /**
  * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
- * release, raiseFence (for leasehold/quorum) and inspect with one each. Each backend
+ * release, releaseAny (createSemaphore's give-back), raiseFence (for leasehold/quorum) and
+ * inspect with one each. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names). A fresh lease
  * whose token is not above the highest seen before the request was sent means the counter went
  * back: the backend raises the lease and the counter past every token it saw (RAISE, one more
@@ -292,6 +302,12 @@ export function scriptBackend(runner: ScriptRunner): Backend {
 
     async release({ key, nonce, signal }): Promise<void> {
       await ours(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
+    },
+
+    async releaseAny({ keys, nonce, signal }): Promise<void> {
+      const r = await evaluate(RELEASE_ANY, keys.map(lockKey), [nonceArg(nonce)], signal);
+      if (!(Number.isSafeInteger(r) && (r as number) >= 0 && (r as number) <= keys.length))
+        throw malformed(r);
     },
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {

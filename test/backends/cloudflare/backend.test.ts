@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inspect as nodeInspect } from "node:util";
-import { describe, expect, inject, it } from "vitest";
+import { describe, expect, inject, it, vi } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { KEEP_PLACE_MS, MAX_RAISE, MAX_REQUEST_BYTES } from "../../../src/backends/cloudflare/protocol.ts";
@@ -35,14 +35,21 @@ const exhaustedError = (key: string) => ({
   retryable: false,
   message: expect.stringContaining(`the fence counter of lock ${JSON.stringify(key)} is exhausted`),
 });
-/** A backend through the route that records the op of every request it sends. */
-const counting = (ops: string[]) =>
+/**
+ * A backend through the route that records the op of every request it sends. With `lose.next`
+ * set, the next request is served and its reply lost (the connection drops after sending it).
+ */
+const counting = (ops: string[], lose = { next: false }) =>
   durableObject({
     url: ctx.url,
     token: ctx.token,
-    fetch: ((url, init) => {
+    fetch: (async (url, init) => {
       ops.push((JSON.parse(init.body!) as { op: string }).op);
-      return fetch(url, init);
+      const losing = lose.next;
+      lose.next = false;
+      const res = await fetch(url, init);
+      if (losing) throw new TypeError("fetch failed");
+      return res;
     }) satisfies FetchLike,
   });
 
@@ -160,7 +167,9 @@ describe("the route", () => {
     expect(error).toBeInstanceOf(BackendError);
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
-    expect(error.message).toMatch(/op must be acquire, acquireAny, renew, release, inspect or raise/);
+    expect(error.message).toMatch(
+      /op must be acquire, acquireAny, renew, release, releaseAny, inspect or raise/,
+    );
   });
 
   it("cannot make a name unusable: the review's acquire, raise to Number.MAX_SAFE_INTEGER, release leaves the next acquire working", async () => {
@@ -423,7 +432,29 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     await permit!.release();
   });
 
-  it("keys that are not the slots of one semaphore: one acquire per key in order, the first grant kept", async () => {
+  it("limit 50: an acquire whose reply was lost is given back with one request, not one per slot", async () => {
+    const name = unique();
+    const ops: string[] = [];
+    const sem = createSemaphore(counting(ops, { next: true }), {
+      name,
+      limit: 50,
+      ttl: 10_000,
+      renew: false,
+    });
+    const error = await sem.tryAcquire().catch((e: unknown) => e);
+    expect(isLockError(error) && error.code, String(error)).toBe("ERR_BACKEND");
+    await vi.waitFor(async () => expect(await backend.inspect(slotKey(name, 0))).toBeNull(), {
+      timeout: 10_000,
+      interval: 20,
+    });
+    expect(ops).toEqual(["acquireAny", "releaseAny"]);
+    // The lost acquire had taken slot 0 (token 1), and the give-back freed it.
+    const next = await createSemaphore(backend, { name, limit: 50, ttl: 10_000 }).tryAcquire();
+    expect(next).toMatchObject({ slot: 0, token: 2 });
+    await next!.release();
+  });
+
+  it("keys that are not the slots of one semaphore: one acquire (and release) per key, the first grant kept", async () => {
     const [a, b] = [unique(), unique()];
     const ops: string[] = [];
     const any = counting(ops);
@@ -437,7 +468,12 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     expect(full.ok).toBe(false);
     expect(!full.ok && full.retryAfter).toBeGreaterThan(4_000);
     expect(await backend.inspect(b)).toMatchObject({ owner: "any" });
-    await backend.release({ key: b, nonce: n });
+    // The give-back too: a release per key.
+    ops.length = 0;
+    await any.releaseAny!({ keys: [a, b], nonce: n });
+    expect(ops).toEqual(["release", "release"]);
+    expect(await backend.inspect(b)).toBeNull();
+    expect(await backend.inspect(a)).toMatchObject({ owner: "a" });
   });
 
   it("a slot freed while its oldest waiter is between two attempts is reserved for it: acquireAny skips it, like acquire", async () => {
