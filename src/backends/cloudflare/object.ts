@@ -202,7 +202,10 @@ export class LeaseholdLock {
     r: Exclude<LockRequest, { slots: number[] }>,
     lock: Lock,
     now: number,
-  ): Replies[Exclude<LockRequest["op"], "acquireAny" | "releaseAny">] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
+  ):
+    | Replies[Exclude<LockRequest["op"], "acquireAny" | "releaseAny">]
+    | Exhausted
+    | Promise<Replies["acquire"] | Exhausted> {
     switch (r.op) {
       case "acquire":
         return this.#acquire(lock, r, now);
