@@ -136,15 +136,12 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       { method: "POST", headers, body: JSON.stringify(r), signal },
       secrets,
     );
-    // The lock's fence counter can grant no more: the object answers 409 with the key (a 409 from
-    // anything else, such as a proxy, is an ordinary refused request below).
-    const exhausted = (body as { key?: unknown } | null)?.key;
-    if (
-      status === EXHAUSTED &&
-      typeof exhausted === "string" &&
-      (r.op === "acquire" || r.op === "acquireAny")
-    )
-      throw fenceExhausted(NAME, exhausted);
+    // The lock's fence counter can grant no more: the object answers 409 with `exhausted: true`,
+    // and the key when it knows it (a 409 from anything else, such as a proxy, is an ordinary
+    // refused request below).
+    const refusal = body as { exhausted?: unknown; key?: unknown } | null;
+    if (status === EXHAUSTED && refusal?.exhausted === true && (r.op === "acquire" || r.op === "acquireAny"))
+      throw fenceExhausted(NAME, typeof refusal.key === "string" ? refusal.key : "key" in r ? r.key : r.name);
     if (status !== 200) {
       const error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";

@@ -156,7 +156,7 @@ export class LeaseholdLock {
     const reply = await this.#run(r);
     if (!(reply instanceof Exhausted)) return json(reply);
     const error = `the fence counter of this lock is exhausted (Number.MAX_SAFE_INTEGER): no later token can be granted; use a new lock name`;
-    return json({ error, key: reply.key }, EXHAUSTED);
+    return json({ error, exhausted: true, key: reply.key }, EXHAUSTED);
   }
 
   /** Called by the Workers runtime at the earliest lease's expiry: frees it and serves the next waiter. */

@@ -237,9 +237,23 @@ describe("the route", () => {
     expect(await raw.json()).toEqual({
       error:
         "the fence counter of this lock is exhausted (Number.MAX_SAFE_INTEGER): no later token can be granted; use a new lock name",
+      exhausted: true,
       key: name,
     });
   }, 60_000);
+
+  it("a 409 that is not the object's exhausted answer (a proxy's) is an ordinary refused request, not an exhausted fence", async () => {
+    const proxied = durableObject({
+      url: ctx.url,
+      token: ctx.token,
+      fetch: async () => new Response(JSON.stringify({ error: "conflict" }), { status: 409 }),
+    });
+    const error = await createMutex(proxied, { name: unique() })
+      .tryAcquire()
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ name: "BackendError", retryable: false });
+    expect((error as Error).message).not.toMatch(/exhausted/);
+  });
 
   it("a semaphore's slot whose fence counter is exhausted: acquireAny refuses as that slot's acquire would, naming the slot", async () => {
     const exhausted = durableObject({ url: `${ctx.origin}/exhausted`, token: ctx.token });
