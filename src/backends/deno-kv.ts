@@ -8,7 +8,7 @@
  *
  * Keys, for a lock named `n` and the default prefix `["leasehold"]`: `["leasehold", "lock", n]`
  * holds the lease (`{ nonce, owner, token, ttl }` as a JSON string), deleted on release, and
- * `["leasehold", "fence", n]` the fencing counter (a decimal string) that never goes away, written
+ * `["leasehold", "fence", n]` the fence counter (a decimal string) that never goes away, written
  * in the same atomic commit as the lease. Every read is strongly consistent. Values are strings
  * (the lease as ASCII JSON) so that one database can be read from Deno, Node and Bun alike (on
  * Bun, open it with `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only, of at
@@ -69,7 +69,8 @@ export interface DenoKvOptions {
   prefix?: KvKey;
 }
 
-interface Lease {
+/** A lease as stored in the lock's entry (not the public `Lease` handle). */
+interface LeaseRecord {
   nonce: string;
   owner: string;
   token: number;
@@ -92,7 +93,7 @@ interface SerializerLike {
  * ASCII. `@deno/kv`'s makeLimitedV8Serializer (the one Bun needs) reads the characters U+0080 to
  * U+00FF back wrong (an owner "José" came back as "Jos\uFFFD"); JSON.parse reads both forms.
  */
-const recordOf = (lease: Lease): string =>
+const recordOf = (lease: LeaseRecord): string =>
   JSON.stringify(lease).replace(
     /[\u0080-\uffff]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
@@ -105,12 +106,12 @@ const foreign = (what: string) =>
   });
 
 /** The lease an entry holds: null when none; a value leasehold did not write is an error. */
-function leaseOf(entry: KvEntryLike | undefined): Lease | null {
+function leaseOf(entry: KvEntryLike | undefined): LeaseRecord | null {
   const v = entry?.value;
   if (v === null || v === undefined) return null;
-  let lease: Partial<Lease> | undefined;
+  let lease: Partial<LeaseRecord> | undefined;
   try {
-    lease = typeof v === "string" ? (JSON.parse(v) as Partial<Lease>) : undefined;
+    lease = typeof v === "string" ? (JSON.parse(v) as Partial<LeaseRecord>) : undefined;
   } catch {}
   if (
     typeof lease?.nonce !== "string" ||
@@ -120,7 +121,7 @@ function leaseOf(entry: KvEntryLike | undefined): Lease | null {
   ) {
     throw foreign("lock");
   }
-  return lease as Lease;
+  return lease as LeaseRecord;
 }
 
 /**
@@ -161,7 +162,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
         }
       : () => true;
   /** The record of `lease`, checked against the serializer. */
-  const stored = (lease: Lease): string => {
+  const stored = (lease: LeaseRecord): string => {
     const value = recordOf(lease);
     check(
       readsBack(value),
@@ -176,7 +177,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and
   // release commit against it at once, without a read (the commit fails if it changed since).
   const written = new Map<string, KvEntryLike>();
-  const wrote = (lease: Lease, value: string, versionstamp: string | undefined): void => {
+  const wrote = (lease: LeaseRecord, value: string, versionstamp: string | undefined): void => {
     written.delete(lease.nonce);
     if (versionstamp) written.set(lease.nonce, { value, versionstamp });
     if (written.size > 4_096) written.delete(written.keys().next().value as string);
@@ -210,7 +211,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   };
 
   /** Commits `lease` in place of the current one if nothing changed since `entry` was read. */
-  async function rewrite(key: string, entry: KvEntryLike, lease: Lease, signal?: AbortSignal) {
+  async function rewrite(key: string, entry: KvEntryLike, lease: LeaseRecord, signal?: AbortSignal) {
     const value = stored(lease);
     const r = await io(
       "write",
@@ -228,7 +229,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   }
 
   /** The lease in `lock` when `nonce` holds it; else forgets what this backend wrote for `nonce`. */
-  const ours = (lock: KvEntryLike, nonce: string): Lease | undefined => {
+  const ours = (lock: KvEntryLike, nonce: string): LeaseRecord | undefined => {
     const held = leaseOf(lock);
     if (held?.nonce === nonce) return held;
     written.delete(nonce);
@@ -241,7 +242,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     key: string,
     lock: KvEntryLike,
     fence: KvEntryLike,
-    lease: Lease,
+    lease: LeaseRecord,
     next: number,
     signal?: AbortSignal,
   ): Promise<boolean> {
