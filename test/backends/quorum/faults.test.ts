@@ -201,7 +201,7 @@ describe("quorum(): members that fail", () => {
     }
     const again = await a.acquire({ timeout: 5_000 });
     // The healed member's grant may land after the quorum decided; it joins the lease then.
-    await expect.poll(() => member(dbs[3]!).inspect(lock)).toMatchObject({ owner: "a" });
+    await expect.poll(() => member(dbs[3]!).inspect(lock), { timeout: 10_000 }).toMatchObject({ owner: "a" });
     await again.release();
   });
 

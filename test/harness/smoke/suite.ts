@@ -179,7 +179,7 @@ async function exclusive(
 async function expiry(lib: SmokeLib, backend: Backend, name: string, pass: (c: string) => void) {
   const { createMutex, isLockError } = lib;
   const label = backend.name;
-  const ttl = 600;
+  const ttl = 1_500; // the taker renews: on a loaded machine a 600 ms lease could lapse before holder() reads it
   const a = createMutex(backend, { name, ttl, renew: false, owner: "smoke-a" });
   const b = createMutex(backend, { name, ttl, owner: "smoke-b", retryDelay: 50 });
   const lost = await a.acquire({ timeout: 10_000 });
