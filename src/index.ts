@@ -24,7 +24,7 @@ export {
 } from "./errors.ts";
 export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
-export { type AcquireOptions, createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
+export { createMutex, type Mutex } from "./mutex.ts";
 export {
   createSemaphore,
   MAX_LIMIT,
@@ -34,3 +34,4 @@ export {
   type SlotHolder,
   slotKey,
 } from "./semaphore.ts";
+export type { AcquireOptions, MutexOptions } from "./types.ts";

@@ -3,9 +3,9 @@
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
 import type { Backend } from "./backend.ts";
 import type { LockEvent } from "./events.ts";
-import type { MutexOptions } from "./mutex.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin, guardOf } from "./timing.ts";
+import type { MutexOptions } from "./types.ts";
 
 /**
  * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a

@@ -1,9 +1,7 @@
-// createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15).
+// createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15);
+// a face over the engine (engine.ts), as createMutex is.
 import type { Backend } from "./backend.ts";
-import { BackendError } from "./errors.ts";
-import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import {
-  type AcquireOptions,
   type Attempt,
   type AttemptFn,
   core,
@@ -11,16 +9,18 @@ import {
   inspectKey,
   isLease,
   keyAttempt,
-  type MutexOptions,
   observe,
   refused,
   runWith,
   waitFor,
-} from "./mutex.ts";
+} from "./engine.ts";
+import { BackendError } from "./errors.ts";
+import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import { check, checkSignal, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
 import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
+import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 export { MAX_LIMIT, slotKey };
 
@@ -189,7 +189,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
 
   // One request for any free slot, on a backend that offers it (and expires locks itself).
   const any = backend.acquireAny;
-  const anyAttempt: AttemptFn = async (signal) => {
+  const anyAttempt: AttemptFn<Permit> = async (signal) => {
     const nonce = crypto.randomUUID();
     const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
     const tSend = now();
@@ -223,7 +223,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   const perSlot = any && backend.expiry !== "observed" ? [] : keys.map((key) => keyAttempt(o, key));
   // The whole attempt is bounded like one request (ttl − guard): a backend that does not answer
   // costs one bound, not one per slot.
-  const spreadAttempt: AttemptFn = async (signal) => {
+  const spreadAttempt: AttemptFn<Permit> = async (signal) => {
     const start = Math.floor(Math.random() * limit);
     const whole = requestSignal(backendName, "acquire", ttl - guard, signal);
     let retryAfter: number | undefined;
@@ -252,7 +252,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   };
 
   const attempt = observe(o, perSlot.length === 0 ? anyAttempt : spreadAttempt);
-  const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false) as Promise<Permit>;
+  const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false);
 
   return {
     name,
@@ -266,7 +266,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
       checkSignal("tryAcquire", signal);
       signal?.throwIfAborted();
       const result = await attempt(signal);
-      return isLease(result) ? (result as Permit) : null;
+      return isLease(result) ? result : null;
     },
     acquire,
     run: (fn, opts) => runWith(acquire, fn, opts),

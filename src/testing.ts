@@ -30,9 +30,10 @@
 import type { Backend } from "./backend.ts";
 import { isLockError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
-import { createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
+import { createMutex, type Mutex } from "./mutex.ts";
 import { createSemaphore, type Permit, type Semaphore, type SemaphoreOptions, slotKey } from "./semaphore.ts";
 import { sleep } from "./time.ts";
+import type { MutexOptions } from "./types.ts";
 
 /** Options of {@link conformanceChecks} and {@link testBackend}. */
 export interface ConformanceOptions {
