@@ -6,7 +6,8 @@ import type { Lease } from "./lease.ts";
 import type { Mutex } from "./mutex.ts";
 import { check, checkFunction, checkMs, checkSignal, isNumber, optionsOf } from "./options.ts";
 import { aborted, linkedSignal } from "./signals.ts";
-import { jitter, sleep, within } from "./time.ts";
+import { sleep, within } from "./time.ts";
+import { campaignDelay } from "./timing.ts";
 
 /**
  * A change in leadership, as {@link Election.watch} reports it.
@@ -135,8 +136,7 @@ export function createElection(mutex: Mutex): Election {
   let current: Lease | undefined;
   /** The failure of the latest campaign attempt, cleared when the backend answers. */
   let failing: unknown;
-  const backoff = (signal?: AbortSignal) =>
-    sleep(jitter(Math.max(m.retryDelay, 1), 0.25), signal).catch(() => {});
+  const backoff = (signal?: AbortSignal) => sleep(campaignDelay(m.retryDelay), signal).catch(() => {});
 
   return {
     get isLeader() {
