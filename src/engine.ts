@@ -3,10 +3,10 @@
 // acquire(), and run(). mutex.ts and semaphore.ts are its two faces; it knows neither.
 import type { Backend, HolderInfo } from "./backend.ts";
 import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
-import { codeOf, type Emit, emitter, failure } from "./events.ts";
+import { codeOf, emitter, failure } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import {
-  type CheckedMutexOptions,
+  type Core,
   checkFunction,
   checkMs,
   checkMutexOptions,
@@ -18,9 +18,6 @@ import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { NEVER, now, sleep } from "./time.ts";
 import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
-
-/** A mutex's or semaphore's checked options, with its backend, guard and event emitter. @internal */
-export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
 
 /** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
 export function core(backend: Backend, options: MutexOptions, where?: string): Core {

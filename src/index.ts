@@ -27,11 +27,9 @@ export type { Lease } from "./lease.ts";
 export { createMutex, type Mutex } from "./mutex.ts";
 export {
   createSemaphore,
-  MAX_LIMIT,
   type Permit,
   type Semaphore,
   type SemaphoreOptions,
   type SlotHolder,
-  slotKey,
 } from "./semaphore.ts";
 export type { AcquireOptions, MutexOptions } from "./types.ts";

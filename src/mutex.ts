@@ -2,9 +2,8 @@
 // as createSemaphore is. Leader election is election.ts, over a Mutex.
 import type { Backend } from "./backend.ts";
 import { core, inspectKey, isLease, keyAttempt, observe, runWith, waitFor } from "./engine.ts";
-import type { LockEvent } from "./events.ts";
 import type { Lease } from "./lease.ts";
-import { checkSignal, optionsOf } from "./options.ts";
+import { checkSignal, cores, optionsOf } from "./options.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 /**
@@ -18,12 +17,6 @@ export interface Mutex {
   readonly ttl: number;
   /** The identity `holder()` reports for this mutex's leases (the `owner` option or a random UUID). */
   readonly owner: string;
-  /** The longest pause between acquire attempts, in ms (the `retryDelay` option or its default). */
-  readonly retryDelay: number;
-  /** How long before the lease could expire its signal aborts, in ms (`stopMargin` or its default). */
-  readonly stopMargin: number;
-  /** The `onEvent` observer, if any; {@link createElection} reports leadership through it. */
-  readonly onEvent?: ((event: LockEvent) => void) | undefined;
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
@@ -71,7 +64,7 @@ export interface Mutex {
  */
 export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   const o = core(backend, options);
-  const { name, ttl, retryDelay, stopMargin, owner, onEvent } = o;
+  const { name, ttl, owner } = o;
   const acquireOnce = observe(o, keyAttempt(o, name));
   const acquire = (options?: AcquireOptions): Promise<Lease> => waitFor(o, name, options, acquireOnce, true);
 
@@ -81,13 +74,10 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     const info = await inspectKey(o, name, signal);
     return info ? { owner: info.owner, token: info.token } : null;
   };
-  return {
+  const mutex: Mutex = {
     name,
     ttl,
     owner,
-    retryDelay,
-    stopMargin,
-    onEvent,
     async tryAcquire(options) {
       const { signal } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
@@ -99,4 +89,6 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     run: (fn, opts) => runWith(acquire, fn, opts),
     holder,
   };
+  cores.set(mutex, o);
+  return mutex;
 }

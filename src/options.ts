@@ -2,7 +2,7 @@
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
 import type { Backend } from "./backend.ts";
-import type { LockEvent } from "./events.ts";
+import type { Emit, LockEvent } from "./events.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin, guardOf } from "./timing.ts";
 import type { MutexOptions } from "./types.ts";
@@ -73,6 +73,15 @@ export interface CheckedMutexOptions {
   owner: string;
   onEvent: ((event: LockEvent) => void) | undefined;
 }
+
+/** A mutex's or semaphore's checked options, with its backend, guard and event emitter. @internal */
+export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
+
+/**
+ * The checked options behind each Mutex that createMutex made (it records them there), for
+ * createElection: a Mutex keeps them to itself. @internal
+ */
+export const cores: WeakMap<object, Core> = new WeakMap();
 
 /**
  * Checks the backend and every option of createMutex (or of `where`, such as createSemaphore,

@@ -22,8 +22,6 @@ import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
-export { MAX_LIMIT, slotKey };
-
 /** Options of {@link createSemaphore}: those of `createMutex`, and the `limit`. All durations are ms. */
 export interface SemaphoreOptions extends MutexOptions {
   /**

@@ -31,7 +31,8 @@ import type { Backend } from "./backend.ts";
 import { isLockError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 import { createMutex, type Mutex } from "./mutex.ts";
-import { createSemaphore, type Permit, type Semaphore, type SemaphoreOptions, slotKey } from "./semaphore.ts";
+import { createSemaphore, type Permit, type Semaphore, type SemaphoreOptions } from "./semaphore.ts";
+import { slotKey } from "./slots.ts";
 import { sleep } from "./time.ts";
 import type { MutexOptions } from "./types.ts";
 

@@ -4,7 +4,8 @@
 import { describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
-import { createSemaphore, isLockError, type Permit, slotKey } from "../../src/index.ts";
+import { createSemaphore, isLockError, type Permit } from "../../src/index.ts";
+import { slotKey } from "../../src/slots.ts";
 import { transient } from "../harness/doubles.ts";
 
 /** A memory store without acquireAny (the generic path), counting the requests of each kind. */
