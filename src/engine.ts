@@ -1,7 +1,7 @@
 // The engine that createMutex and createSemaphore share: one acquire request on one key (with its
 // observed-expiry state), the lease of a granted request, the events of an attempt, the wait of
 // acquire(), and run(). mutex.ts and semaphore.ts are its two faces; it knows neither.
-import type { Backend, HolderInfo } from "./backend.ts";
+import { type AcquireRequest, type Backend, checkBackend, type HolderInfo } from "./backend.ts";
 import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
@@ -20,7 +20,8 @@ import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 /** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
-export function core(backend: Backend, options: MutexOptions, where?: string): Core {
+export function core(backend: Backend, options: MutexOptions, where = "createMutex"): Core {
+  checkBackend(backend, `${where}:`);
   const o: Core = checkMutexOptions(backend, options, where);
   o.emit = emitter(o.onEvent, o.name, o.owner);
   return o;
@@ -107,7 +108,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
   return async (signal, queue) => {
     const nonce = crypto.randomUUID();
     const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
-    const request: Parameters<Backend["acquire"]>[0] = { key, owner, nonce, ttl, signal: bounded.signal };
+    const request: AcquireRequest = { key, owner, nonce, ttl, signal: bounded.signal };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
@@ -249,7 +250,7 @@ export async function waitFor<L extends Lease>(
 export async function inspectKey(o: Core, key: string, signal?: AbortSignal): Promise<HolderInfo | null> {
   const bounded = requestSignal(o.backend.name, "inspect", quietBound(o.ttl), signal);
   try {
-    return await o.backend.inspect(key, bounded.signal);
+    return await o.backend.inspect({ key, signal: bounded.signal });
   } finally {
     bounded.done();
   }

@@ -5,7 +5,31 @@
  *
  * @module
  */
-export type { AcquireResult, Backend, FetchLike, HolderInfo } from "./backend.ts";
+export type {
+  AcquireAny,
+  AcquireAnyRequest,
+  AcquireAnyResult,
+  AcquireGranted,
+  AcquireRefused,
+  AcquireRequest,
+  AcquireResult,
+  Backend,
+  BackendBase,
+  FetchLike,
+  HolderInfo,
+  InspectRequest,
+  KeyRequest,
+  ObservedExpiry,
+  ObservedRefusal,
+  QueuedAcquire,
+  QueuedAcquireRequest,
+  QueuedHolderInfo,
+  RaiseFence,
+  RaiseFenceRequest,
+  ReleaseAnyRequest,
+  ReleaseRequest,
+  RenewRequest,
+} from "./backend.ts";
 export {
   createElection,
   type Election,

@@ -84,8 +84,8 @@ export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
 export const cores: WeakMap<object, Core> = new WeakMap();
 
 /**
- * Checks the backend and every option of createMutex (or of `where`, such as createSemaphore,
- * which takes the same ones); fills in the defaults.
+ * Checks every option of createMutex (or of `where`, such as createSemaphore, which takes the
+ * same ones) against a checked backend (backend.ts `checkBackend`); fills in the defaults.
  */
 export function checkMutexOptions(
   backend: Backend,
@@ -93,17 +93,6 @@ export function checkMutexOptions(
   where = "createMutex",
 ): CheckedMutexOptions {
   const at = `${where}:`;
-  check(typeof backend === "object" && backend !== null, at, "backend must be a Backend object");
-  const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
-    (m) => typeof backend[m] !== "function",
-  );
-  check(typeof backend.name === "string", at, "backend.name must be a string");
-  check(missing.length === 0, at, `backend is missing method(s): ${missing.join(", ")}`);
-  check(
-    backend.acquireQueued === undefined || typeof backend.acquireQueued === "function",
-    at,
-    "backend.acquireQueued must be a function when present",
-  );
   check(typeof options === "object" && options !== null, at, "options must be an object with a name");
 
   const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;

@@ -45,8 +45,11 @@ export interface Permit extends Lease {
 
 /** A slot's current holder, as {@link Semaphore.holders} reports it. Advisory. */
 export interface SlotHolder {
+  /** The slot, from 0 to limit − 1. */
   slot: number;
+  /** The holder's owner. */
   owner: string;
+  /** The holder's fencing token on that slot. */
   token: number;
   /** ms left on the backend's own expiry, when it reports it. */
   ttlLeft?: number;
@@ -142,13 +145,6 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     `name must be at most ${255 - (longest.length - name.length)} characters with limit ${limit}: its slot keys (${JSON.stringify(slotKey("", limit - 1))} appended) must be valid lock names, got ${name.length}`,
     RangeError,
   );
-  for (const method of ["acquireAny", "releaseAny"] as const) {
-    check(
-      backend[method] === undefined || typeof backend[method] === "function",
-      at,
-      `backend.${method} must be a function when present`,
-    );
-  }
   const keys = Array.from({ length: limit }, (_, slot) => slotKey(name, slot));
   const backendName = backend.name;
 

@@ -64,14 +64,19 @@ export interface ConformanceOptions {
 
 /** One check: run it and it throws on failure. `timeout` is the ms it may take. */
 export interface ConformanceCheck {
+  /** What it checks, as the test's name. */
   name: string;
+  /** The ms it may take. */
   timeout: number;
+  /** Runs it; rejects when the backend fails it. */
   run: () => Promise<void>;
 }
 
 /** The minimal shape of a BDD runner: `describe(name, fn)` and `it(name, fn, timeout)`. */
 export interface Runner {
+  /** Groups tests. */
   describe: (name: string, fn: () => void) => unknown;
+  /** One test, with its timeout in ms. */
   it: (name: string, fn: () => Promise<void>, timeout?: number) => unknown;
 }
 
@@ -289,9 +294,12 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
           "the expired holder's renew succeeded",
         );
         await backend.release({ key: name, nonce: first });
-        assert((await backend.inspect(name))?.owner === "b", "the expired holder's release freed the lock");
+        assert(
+          (await backend.inspect({ key: name }))?.owner === "b",
+          "the expired holder's release freed the lock",
+        );
         await backend.release({ key: name, nonce: second });
-        assert((await backend.inspect(name)) === null, "the holder's release did not free the lock");
+        assert((await backend.inspect({ key: name })) === null, "the holder's release did not free the lock");
       },
     },
     {
@@ -340,15 +348,18 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         assert(a.ok, "the first acquire failed on a free name");
         const high = a.token + 5;
         assert(await raise(nonce, high), "raiseFence by the holder answered false");
-        const seen = await backend.inspect(name);
+        const seen = await backend.inspect({ key: name });
         assert(
           seen?.token === high && seen.owner === "a",
           `inspect after raiseFence: ${JSON.stringify(seen)}`,
         );
         assert(await raise(nonce, a.token), "raiseFence to a lower token by the holder answered false");
-        assert((await backend.inspect(name))?.token === high, "raiseFence lowered the token");
+        assert((await backend.inspect({ key: name }))?.token === high, "raiseFence lowered the token");
         assert(!(await raise(crypto.randomUUID(), high + 10)), "raiseFence by a non-holder answered true");
-        assert((await backend.inspect(name))?.token === high, "raiseFence by a non-holder changed the token");
+        assert(
+          (await backend.inspect({ key: name }))?.token === high,
+          "raiseFence by a non-holder changed the token",
+        );
         assert(await backend.renew({ key: name, nonce, ttl }), "renew after raiseFence failed");
         await backend.release({ key: name, nonce });
         assert(!(await raise(nonce, high + 10)), "raiseFence after release answered true");
@@ -440,7 +451,7 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         );
         await backend.release({ key: name, nonce: holder });
         assert(
-          (await backend.inspect(name))?.owner === "b",
+          (await backend.inspect({ key: name }))?.owner === "b",
           "the taken-over holder's release freed the lock",
         );
         await backend.release({ key: name, nonce: late });
@@ -501,7 +512,7 @@ function waitingChecks(
   /** Resolves once the backend reports `n` waiters (or, when it reports none, after a pause). */
   const queued = async (backend: Backend, name: string, n: number): Promise<void> => {
     for (let i = 0; i < 500; i++) {
-      const info = await backend.inspect(name);
+      const info = await backend.inspect({ key: name });
       if (info?.waiters === undefined) return sleep(100);
       if (info.waiters >= n) return;
       await sleep(10);
@@ -572,7 +583,7 @@ function waitingChecks(
         const late = performance.now() - released;
         assert(late < ttl, `the next waiter got the lease ${Math.round(late)} ms after the release`);
         assert(lease.token > holder.token, "the next waiter's token is not greater");
-        const info = await backend.inspect(name);
+        const info = await backend.inspect({ key: name });
         assert(info?.owner === "next", `the holder is ${JSON.stringify(info?.owner)}, expected "next"`);
         assert(!info.waiters, `${info.waiters} waiter(s) left in line after everyone was served`);
         await lease.release();
@@ -750,11 +761,11 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         );
         const other = await backend.acquire({ key: keys[1]!, owner: "b", nonce: crypto.randomUUID(), ttl });
         assert(!other.ok, "a per-key acquire took the key acquireAny holds");
-        const seen = await backend.inspect(keys[1]!);
+        const seen = await backend.inspect({ key: keys[1]! });
         assert(seen?.owner === "any" && seen.token === r1.token, `inspect: ${JSON.stringify(seen)}`);
         assert(await backend.renew({ key: keys[1]!, nonce: n1, ttl }), "renew of acquireAny's key failed");
         await backend.release({ key: keys[1]!, nonce: n1 });
-        assert((await backend.inspect(keys[1]!)) === null, "release did not free acquireAny's key");
+        assert((await backend.inspect({ key: keys[1]! })) === null, "release did not free acquireAny's key");
         const again = await any(crypto.randomUUID());
         assert(again.ok && again.index === 1, "the released key was not the first free one");
         assert(again.token > r1.token, `key 1: token ${again.token} is not above ${r1.token}`);
@@ -794,7 +805,7 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         const b = await backend.acquire({ key: keys[1]!, owner: "ours", nonce: ours, ttl });
         assert(a.ok && b.ok, "a per-key acquire failed on a free key");
         const owners = async () =>
-          (await Promise.all(keys.map((k) => backend.inspect(k)))).map((h) => h?.owner);
+          (await Promise.all(keys.map((k) => backend.inspect({ key: k })))).map((h) => h?.owner);
         await give(crypto.randomUUID());
         assert(
           (await owners()).join() === "other,ours,",

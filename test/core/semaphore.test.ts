@@ -209,7 +209,10 @@ describe("giving back an acquireAny that got no answer", () => {
   }
   /** Resolves once `key` is free (the give-back reached it). */
   const freed = (store: Backend, key: string) =>
-    vi.waitFor(async () => expect(await store.inspect(key)).toBeNull(), { timeout: 10_000, interval: 10 });
+    vi.waitFor(async () => expect(await store.inspect({ key: key })).toBeNull(), {
+      timeout: 10_000,
+      interval: 10,
+    });
   const calledAtLeast = (calls: { release: string[] }, n: number) =>
     vi.waitFor(() => expect(calls.release.length).toBeGreaterThanOrEqual(n), {
       timeout: 10_000,

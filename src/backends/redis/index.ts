@@ -41,7 +41,7 @@ import { type FenceHealed, INSPECT, scriptBackend } from "../shared/redis-script
 export type { FenceHealed } from "../shared/redis-scripts.ts";
 
 /** Any function: the clients' own signatures are many and overloaded. */
-type Method = (...args: never) => unknown;
+export type Method = (...args: never) => unknown;
 
 /**
  * The clients {@link redis} accepts, by the methods it uses:
