@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { check } from "./options.ts";
+import { check } from "./errors.ts";
 
 /** What every request carries: the lock's key, and a signal that aborts the request. */
 export interface KeyRequest {

@@ -130,3 +130,25 @@ export function isLockError(value: unknown): value is LockError {
   const { name, code } = value as { name?: unknown; code?: unknown };
   return typeof name === "string" && names.has(name) && typeof code === "string" && code.startsWith("ERR_");
 }
+
+/**
+ * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
+ * backend (`"[upstash]"`).
+ */
+export function fail(
+  where: string,
+  message: string,
+  Err: typeof TypeError | typeof RangeError = TypeError,
+): never {
+  throw new Err(`[leasehold] ${where} ${message}`);
+}
+
+/** {@link fail} unless `ok`. */
+export function check(
+  ok: boolean,
+  where: string,
+  message: string,
+  Err: typeof TypeError | typeof RangeError = TypeError,
+): asserts ok {
+  if (!ok) fail(where, message, Err);
+}

@@ -2,32 +2,15 @@
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
 import type { Backend } from "./backend.ts";
+import { check } from "./errors.ts";
 import type { Emit, LockEvent } from "./events.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin, guardOf } from "./timing.ts";
 import type { MutexOptions } from "./types.ts";
 
-/**
- * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
- * backend (`"[upstash]"`).
- */
-export function fail(
-  where: string,
-  message: string,
-  Err: typeof TypeError | typeof RangeError = TypeError,
-): never {
-  throw new Err(`[leasehold] ${where} ${message}`);
-}
-
-/** {@link fail} unless `ok`. */
-export function check(
-  ok: boolean,
-  where: string,
-  message: string,
-  Err: typeof TypeError | typeof RangeError = TypeError,
-): asserts ok {
-  if (!ok) fail(where, message, Err);
-}
+// `fail` and `check` live in errors.ts, below the contract (backend.ts's checkBackend uses them);
+// the option checks of the core and of the backends import them from here.
+export { check, fail } from "./errors.ts";
 
 /** A finite number. */
 export function isNumber(value: unknown): value is number {
