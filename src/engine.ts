@@ -1,7 +1,7 @@
 // The engine that createMutex and createSemaphore share: one acquire request on one key (with its
 // observed-expiry state), the lease of a granted request, the events of an attempt, the wait of
 // acquire(), and run(). mutex.ts and semaphore.ts are its two faces; it knows neither.
-import { type AcquireRequest, type Backend, checkBackend, type HolderInfo } from "./backend.ts";
+import type { AcquireRequest, Backend, HolderInfo } from "./backend.ts";
 import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
@@ -20,8 +20,7 @@ import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 /** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
-export function core(backend: Backend, options: MutexOptions, where = "createMutex"): Core {
-  checkBackend(backend, `${where}:`);
+export function core(backend: Backend, options: MutexOptions, where?: string): Core {
   const o: Core = checkMutexOptions(backend, options, where);
   o.emit = emitter(o.onEvent, o.name, o.owner);
   return o;

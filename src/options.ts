@@ -1,7 +1,7 @@
 // Option checks: createMutex's, and those of the calls made later (acquire, lead, watch). Every
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
-import type { Backend } from "./backend.ts";
+import { type Backend, checkBackend } from "./backend.ts";
 import { check } from "./errors.ts";
 import type { Emit, LockEvent } from "./events.ts";
 import { MAX_DELAY } from "./time.ts";
@@ -67,8 +67,8 @@ export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
 export const cores: WeakMap<object, Core> = new WeakMap();
 
 /**
- * Checks every option of createMutex (or of `where`, such as createSemaphore, which takes the
- * same ones) against a checked backend (backend.ts `checkBackend`); fills in the defaults.
+ * Checks the backend (backend.ts `checkBackend`) and every option of createMutex (or of `where`,
+ * such as createSemaphore, which takes the same ones); fills in the defaults.
  */
 export function checkMutexOptions(
   backend: Backend,
@@ -76,6 +76,7 @@ export function checkMutexOptions(
   where = "createMutex",
 ): CheckedMutexOptions {
   const at = `${where}:`;
+  checkBackend(backend, at);
   check(typeof options === "object" && options !== null, at, "options must be an object with a name");
 
   const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;
