@@ -95,7 +95,7 @@ export async function runClients(
         );
       },
     };
-    await postgres(pool, { createTable: true }).inspect("bench"); // the table, once
+    await postgres(pool, { createTable: true }).inspect({ key: "bench" }); // the table, once
     let held: pg.PoolClient | undefined;
     const postgresCycles: Record<string, Cycle> = {
       ...ours(postgres(pool), "bench-clients", TTL),

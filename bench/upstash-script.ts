@@ -76,7 +76,7 @@ try {
       t.push(performance.now());
       await b.release({ key, nonce });
       t.push(performance.now());
-      await b.inspect(key);
+      await b.inspect({ key: key });
       t.push(performance.now());
       if (i >= warmup) for (const [j, op] of ops.entries()) times[variant][op].push(t[j + 1]! - t[j]!);
     }

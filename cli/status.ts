@@ -11,7 +11,7 @@ export async function status(o: Options, backend: Backend): Promise<number> {
   } catch (error) {
     throw new UsageError(messageOf(error).replace(/^createMutex: name/, "--name"));
   }
-  const info = await backend.inspect(o.name, AbortSignal.timeout(30_000));
+  const info = await backend.inspect({ key: o.name, signal: AbortSignal.timeout(30_000) });
   if (o.json) {
     const holder = info ? { owner: info.owner, token: info.token, ttlLeft: info.ttlLeft } : null;
     write(process.stdout, `${JSON.stringify({ name: o.name, holder })}\n`);

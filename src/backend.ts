@@ -7,38 +7,101 @@
  *
  * @module
  */
+import { check } from "./errors.ts";
+
+/** What every request carries: the lock's key, and a signal that aborts the request. */
+export interface KeyRequest {
+  /** The lock's key: a mutex's name, or a semaphore's slot key. */
+  key: string;
+  /** Aborts the request; the backend then rejects with the signal's reason. */
+  signal?: AbortSignal;
+}
+
+/** An {@link Backend.acquire} request. */
+export interface AcquireRequest extends KeyRequest {
+  /** Who holds the lease, for display (`inspect` gives it back exactly). */
+  owner: string;
+  /** The proof of ownership that renew and release present. */
+  nonce: string;
+  /** How long the lease lives on the backend without renewal, in ms. */
+  ttl: number;
+  /** {@link ObservedExpiry}: the holder's version the core saw unchanged long enough. */
+  takeover?: string;
+}
+
+/** A granted acquire: the lease's fencing token. */
+export interface AcquireGranted {
+  /** Granted. */
+  ok: true;
+  /** The fencing token, strictly greater than every token handed out before for this key. */
+  token: number;
+}
+
+/** A refused acquire: someone else holds the lock. */
+export interface AcquireRefused extends ObservedRefusal {
+  /** Refused. */
+  ok: false;
+  /** ms until the current lease expires on the backend, when known. */
+  retryAfter?: number;
+}
 
 /** What a backend answers to an acquire attempt. */
-export type AcquireResult =
-  | { ok: true; token: number }
-  | {
-      ok: false;
-      /** ms until the current lease expires on the backend, when known. */
-      retryAfter?: number;
-      /**
-       * A backend with `expiry: "observed"` must answer the version of the holder's record (any
-       * string that changes with every write of it) and the ttl the holder wrote it with.
-       */
-      version?: string;
-      ttl?: number;
-    };
+export type AcquireResult = AcquireGranted | AcquireRefused;
+
+/** An {@link Backend.renew} request. */
+export interface RenewRequest extends KeyRequest {
+  /** The nonce of the acquire that took the lease. */
+  nonce: string;
+  /** The new ttl, in ms from now. */
+  ttl: number;
+}
+
+/** A {@link Backend.release} request. */
+export interface ReleaseRequest extends KeyRequest {
+  /** The nonce of the acquire that took the lease. */
+  nonce: string;
+}
+
+/** An {@link Backend.inspect} request. */
+export type InspectRequest = KeyRequest;
 
 /** The current holder of a lock as the backend sees it. Advisory: it may be stale when read. */
-export interface HolderInfo {
+export interface HolderInfo extends QueuedHolderInfo {
+  /** The holder's owner, exactly as it acquired with it. */
   owner: string;
+  /** The holder's fencing token. */
   token: number;
   /** ms left on the backend's own expiry, when known. */
   ttlLeft?: number;
-  /** How many callers wait in the backend's queue, for a backend with `acquireQueued`. */
-  waiters?: number;
 }
 
-/** A storage backend for {@link createMutex} and `createSemaphore`. See `leasehold/testing` to check one. */
-export interface Backend {
+/** The methods every backend has. */
+export interface BackendBase {
   /** A short name used in error messages, such as `"upstash"`. */
   readonly name: string;
   /** Inclusive ttl bounds in ms; `createMutex` rejects a ttl outside them. */
   readonly ttlRange?: readonly [min: number, max: number];
+  /**
+   * Takes the lock `key` for `ttl` ms when it is free (or expired), recording `nonce` as the
+   * proof of ownership and `owner` for display, and returns a fencing token strictly greater
+   * than every token handed out before for this key. When it is taken, answers `ok: false`.
+   * With `expiry: "observed"`, `takeover` is the holder's version the core saw unchanged long
+   * enough: take the lock if its record still has that version (a compare-and-set).
+   */
+  acquire(r: AcquireRequest): Promise<AcquireResult>;
+  /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
+  renew(r: RenewRequest): Promise<boolean>;
+  /** Frees the lock if `nonce` owns it; does nothing otherwise. */
+  release(r: ReleaseRequest): Promise<void>;
+  /** The current holder, or null when the lock is free. */
+  inspect(r: InspectRequest): Promise<HolderInfo | null>;
+}
+
+/**
+ * Optional capability: expiry by observation, for a store that never expires a record by itself
+ * (Deno KV, DynamoDB).
+ */
+export interface ObservedExpiry {
   /**
    * How a held lock expires. `"store"` (the default): the store expires it by itself, no earlier
    * than `ttl` after it applied the write. `"observed"`: the store never expires it (Deno KV,
@@ -47,21 +110,32 @@ export interface Backend {
    * unchanged for the holder's ttl plus a margin on its own monotonic clock.
    */
   readonly expiry?: "store" | "observed";
-  /**
-   * Takes the lock `key` for `ttl` ms when it is free (or expired), recording `nonce` as the
-   * proof of ownership and `owner` for display, and returns a fencing token strictly greater
-   * than every token handed out before for this key. When it is taken, answers `ok: false`.
-   * With `expiry: "observed"`, `takeover` is the holder's version the core saw unchanged long
-   * enough: take the lock if its record still has that version (a compare-and-set).
-   */
-  acquire(r: {
-    key: string;
-    owner: string;
-    nonce: string;
-    ttl: number;
-    signal?: AbortSignal;
-    takeover?: string;
-  }): Promise<AcquireResult>;
+}
+
+/** What a refused acquire answers on a backend with {@link ObservedExpiry}. */
+export interface ObservedRefusal {
+  /** The version of the holder's record: any string that changes with every write of it. */
+  version?: string;
+  /** The ttl the holder wrote its record with, in ms. */
+  ttl?: number;
+}
+
+/** An {@link QueuedAcquire.acquireQueued} request: an acquire that waits in line. */
+export interface QueuedAcquireRequest extends KeyRequest {
+  /** Who holds the lease, for display. */
+  owner: string;
+  /** The proof of ownership that renew and release present. */
+  nonce: string;
+  /** How long the lease lives on the backend without renewal, in ms. */
+  ttl: number;
+  /** The caller in line: one id for every attempt of one `acquire()` call. */
+  waiter: string;
+  /** How long the backend may hold the request open, in ms. */
+  hold: number;
+}
+
+/** Optional capability: waiting in line (docs/DESIGN.md §4.7). */
+export interface QueuedAcquire {
   /**
    * Optional: waiting in line. Like {@link Backend.acquire}, but when the lock is taken the caller
    * `waiter` (one id for every attempt of one `acquire()` call) joins a first-come-first-served
@@ -76,15 +150,49 @@ export interface Backend {
    * `timeout: 0`, with `hold` ≤ min(ttl / 4, 10 s) and below the attempt's own bound; its deadline
    * still counts from the time the request was sent (docs/DESIGN.md §4.7).
    */
-  acquireQueued?(r: {
-    key: string;
-    owner: string;
-    nonce: string;
-    ttl: number;
-    waiter: string;
-    hold: number;
-    signal?: AbortSignal;
-  }): Promise<AcquireResult>;
+  acquireQueued?(r: QueuedAcquireRequest): Promise<AcquireResult>;
+}
+
+/** What {@link Backend.inspect} adds on a backend with {@link QueuedAcquire}. */
+export interface QueuedHolderInfo {
+  /** How many callers wait in the backend's queue, for a backend with `acquireQueued`. */
+  waiters?: number;
+}
+
+/** An {@link AcquireAny.acquireAny} request: any free one of several keys. */
+export interface AcquireAnyRequest {
+  /** The keys to try, in order: a semaphore's slot keys. */
+  keys: readonly string[];
+  /** Who holds the lease, for display. */
+  owner: string;
+  /** The proof of ownership that renew and release present. */
+  nonce: string;
+  /** How long the lease lives on the backend without renewal, in ms. */
+  ttl: number;
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** What {@link AcquireAny.acquireAny} answers: the token and which key it took, or a refusal. */
+export type AcquireAnyResult =
+  | (AcquireGranted & {
+      /** The index in `keys` of the key it took. */
+      index: number;
+    })
+  | { ok: false; retryAfter?: number };
+
+/** An {@link AcquireAny.releaseAny} request. */
+export interface ReleaseAnyRequest {
+  /** The keys of the `acquireAny` that got no answer. */
+  keys: readonly string[];
+  /** Its nonce. */
+  nonce: string;
+  /** Aborts the request. */
+  signal?: AbortSignal;
+}
+
+/** Optional capability: a semaphore's acquire and give-back in one request (docs/DESIGN.md §15). */
+export interface AcquireAny {
   /**
    * Optional: any free one of several locks in one request, for `createSemaphore` (one lock per
    * permit slot: `keys` are the slot keys in order). Exactly as if {@link Backend.acquire} had been
@@ -94,13 +202,7 @@ export interface Backend {
    * expiry among the keys. One request. The core never uses it on a backend with
    * `expiry: "observed"` (a takeover is per key there).
    */
-  acquireAny?(r: {
-    keys: readonly string[];
-    owner: string;
-    nonce: string;
-    ttl: number;
-    signal?: AbortSignal;
-  }): Promise<{ ok: true; token: number; index: number } | { ok: false; retryAfter?: number }>;
+  acquireAny?(r: AcquireAnyRequest): Promise<AcquireAnyResult>;
   /**
    * Optional, beside `acquireAny`: gives back an `acquireAny` that got no answer (it may have
    * taken any one of `keys`). Exactly as if {@link Backend.release} had been called with `nonce`
@@ -108,13 +210,21 @@ export interface Backend {
    * at all when `nonce` holds none. One request. Without it, `createSemaphore` gives back with one
    * release per key, one at a time, stopping at the first that fails (docs/DESIGN.md §15).
    */
-  releaseAny?(r: { keys: readonly string[]; nonce: string; signal?: AbortSignal }): Promise<void>;
-  /** Extends the lock to `ttl` ms from now if `nonce` still owns it; `false` when it does not. */
-  renew(r: { key: string; nonce: string; ttl: number; signal?: AbortSignal }): Promise<boolean>;
-  /** Frees the lock if `nonce` owns it; does nothing otherwise. */
-  release(r: { key: string; nonce: string; signal?: AbortSignal }): Promise<void>;
-  /** The current holder, or null when the lock is free. */
-  inspect(key: string, signal?: AbortSignal): Promise<HolderInfo | null>;
+  releaseAny?(r: ReleaseAnyRequest): Promise<void>;
+}
+
+/** A {@link RaiseFence.raiseFence} request. */
+export interface RaiseFenceRequest extends KeyRequest {
+  /** The holder's owner, for a backend that must write it again alongside the token. */
+  owner: string;
+  /** The holder's nonce. */
+  nonce: string;
+  /** The token to raise the lease's token and the key's fence counter to. */
+  token: number;
+}
+
+/** Optional capability: raising a held lease's token; `leasehold/quorum` needs it. */
+export interface RaiseFence {
   /**
    * Optional; `leasehold/quorum` needs it. If `nonce` holds `key`, makes the lease's token
    * `token` when that is greater (so `inspect` reports it) and the key's fence counter at least
@@ -122,13 +232,35 @@ export interface Backend {
    * and changes nothing when `nonce` does not hold `key`. One request. `owner` is the holder's
    * owner, for a backend that must write it again alongside the token.
    */
-  raiseFence?(r: {
-    key: string;
-    owner: string;
-    nonce: string;
-    token: number;
-    signal?: AbortSignal;
-  }): Promise<boolean>;
+  raiseFence?(r: RaiseFenceRequest): Promise<boolean>;
+}
+
+/**
+ * A storage backend for {@link createMutex} and `createSemaphore`: the four methods every backend
+ * has, and the optional capabilities. See `leasehold/testing` to check one.
+ */
+export interface Backend extends BackendBase, ObservedExpiry, QueuedAcquire, AcquireAny, RaiseFence {}
+
+/** The optional methods, each a function when present. */
+const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence"] as const;
+
+/**
+ * Throws a TypeError from `where` (such as `"createMutex:"`) unless `backend` has the shape of a
+ * {@link Backend}: an object with a string `name`, the four methods, and each optional method a
+ * function when present. `what` names it in the message.
+ */
+export function checkBackend(backend: unknown, where: string, what = "backend"): asserts backend is Backend {
+  check(typeof backend === "object" && backend !== null, where, `${what} must be a Backend object`);
+  const b = backend as Record<string, unknown>;
+  const missing = ["acquire", "renew", "release", "inspect"].filter((m) => typeof b[m] !== "function");
+  check(typeof b.name === "string", where, `${what}.name must be a string`);
+  check(missing.length === 0, where, `${what} is missing method(s): ${missing.join(", ")}`);
+  for (const m of OPTIONAL)
+    check(
+      b[m] === undefined || typeof b[m] === "function",
+      where,
+      `${what}.${m} must be a function when present`,
+    );
 }
 
 /**

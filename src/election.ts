@@ -1,12 +1,12 @@
 // Leader election over a mutex: the lead loop, leadership changes, health. Its own function, so an
 // app that only locks does not ship it.
 
-import { emitter } from "./events.ts";
 import type { Lease } from "./lease.ts";
 import type { Mutex } from "./mutex.ts";
-import { check, checkFunction, checkMs, checkSignal, isNumber, optionsOf } from "./options.ts";
+import { check, checkFunction, checkMs, checkSignal, cores, optionsOf } from "./options.ts";
 import { aborted, linkedSignal } from "./signals.ts";
-import { jitter, sleep, within } from "./time.ts";
+import { sleep, within } from "./time.ts";
+import { campaignDelay } from "./timing.ts";
 
 /**
  * A change in leadership, as {@link Election.watch} reports it.
@@ -116,27 +116,20 @@ const report = (error: unknown): void => console.error("[leasehold] lead:", erro
  */
 export function createElection(mutex: Mutex): Election {
   const m = mutex;
-  check(
-    typeof m === "object" &&
-      m !== null &&
-      typeof m.acquire === "function" &&
-      typeof m.holder === "function" &&
-      isNumber(m.retryDelay) &&
-      isNumber(m.stopMargin),
-    "createElection:",
-    "mutex must be a Mutex from createMutex",
-  );
+  // The mutex's checked options (retryDelay, stopMargin, its onEvent's emitter), which it keeps
+  // to itself; a Mutex that createMutex did not make has none.
+  const c = cores.get(m);
+  check(c !== undefined, "createElection:", "mutex must be a Mutex from createMutex");
   const listeners = new Set<(change: LeadershipChange) => void>();
   const emit = (change: LeadershipChange): void => {
     for (const listener of listeners) listener(change);
   };
   // The mutex's onEvent observer, if any, hears of leadership too.
-  const note = emitter(m.onEvent, m.name, m.owner);
+  const note = c.emit;
   let current: Lease | undefined;
   /** The failure of the latest campaign attempt, cleared when the backend answers. */
   let failing: unknown;
-  const backoff = (signal?: AbortSignal) =>
-    sleep(jitter(Math.max(m.retryDelay, 1), 0.25), signal).catch(() => {});
+  const backoff = (signal?: AbortSignal) => sleep(campaignDelay(c.retryDelay), signal).catch(() => {});
 
   return {
     get isLeader() {
@@ -170,7 +163,7 @@ export function createElection(mutex: Mutex): Election {
       checkSignal("lead", o.signal);
       checkFunction("lead", "onError", o.onError);
       checkMs("lead", "stopTimeout", o.stopTimeout, true);
-      const { onError = report, stopTimeout = m.stopMargin } = o;
+      const { onError = report, stopTimeout = c.stopMargin } = o;
       // The loop's own stop: the caller's signal, or an onError that threw.
       const stop = new AbortController();
       const end = linkedSignal([o.signal, stop.signal]);
@@ -237,7 +230,7 @@ export function createElection(mutex: Mutex): Election {
     },
 
     watch(options) {
-      const { signal, interval = m.retryDelay } = optionsOf("watch", options);
+      const { signal, interval = c.retryDelay } = optionsOf("watch", options);
       checkSignal("watch", signal);
       checkMs("watch", "interval", interval);
       const stop = new AbortController();

@@ -14,11 +14,13 @@ export class LockError extends Error {
   /** A stable, machine-readable code. */
   declare readonly code: LockErrorCode;
 
+  /** An error with `message`, `code` (default `ERR_LOCK`) and `cause`. */
   constructor(message: string, options?: { code?: LockErrorCode; cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = options?.code ?? "ERR_LOCK";
   }
 
+  /** `"LockError"`. */
   override get name(): string {
     return "LockError";
   }
@@ -26,10 +28,12 @@ export class LockError extends Error {
 
 /** `acquire()` gave up after its `timeout`. Code `ERR_LOCK_TIMEOUT`. */
 export class LockTimeoutError extends LockError {
+  /** A timeout error with `message` and `cause` (the last backend failure, if any). */
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, { code: "ERR_LOCK_TIMEOUT", cause: options?.cause });
   }
 
+  /** `"LockTimeoutError"`. */
   override get name(): string {
     return "LockTimeoutError";
   }
@@ -41,10 +45,12 @@ export class LockTimeoutError extends LockError {
  * `lease.signal`. Code `ERR_LEASE_LOST`.
  */
 export class LeaseLostError extends LockError {
+  /** A lost-lease error with `message` and `cause`. */
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, { code: "ERR_LEASE_LOST", cause: options?.cause });
   }
 
+  /** `"LeaseLostError"`. */
   override get name(): string {
     return "LeaseLostError";
   }
@@ -64,6 +70,7 @@ export class BackendError extends LockError {
   /** Whether the same request may succeed if sent again. */
   declare readonly retryable: boolean;
 
+  /** A failure of `options.backend`, its message prefixed with that name. */
   constructor(
     message: string,
     options: { backend: string; status?: number; retryable: boolean; auth?: boolean; cause?: unknown },
@@ -77,6 +84,7 @@ export class BackendError extends LockError {
     this.retryable = options.retryable;
   }
 
+  /** `"BackendError"`. */
   override get name(): string {
     return "BackendError";
   }
@@ -121,4 +129,26 @@ export function isLockError(value: unknown): value is LockError {
   if (typeof value !== "object" || value === null) return false;
   const { name, code } = value as { name?: unknown; code?: unknown };
   return typeof name === "string" && names.has(name) && typeof code === "string" && code.startsWith("ERR_");
+}
+
+/**
+ * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
+ * backend (`"[upstash]"`).
+ */
+export function fail(
+  where: string,
+  message: string,
+  Err: typeof TypeError | typeof RangeError = TypeError,
+): never {
+  throw new Err(`[leasehold] ${where} ${message}`);
+}
+
+/** {@link fail} unless `ok`. */
+export function check(
+  ok: boolean,
+  where: string,
+  message: string,
+  Err: typeof TypeError | typeof RangeError = TypeError,
+): asserts ok {
+  if (!ok) fail(where, message, Err);
 }

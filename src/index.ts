@@ -7,7 +7,31 @@
  *
  * @module
  */
-export type { AcquireResult, Backend, FetchLike, HolderInfo } from "./backend.ts";
+export type {
+  AcquireAny,
+  AcquireAnyRequest,
+  AcquireAnyResult,
+  AcquireGranted,
+  AcquireRefused,
+  AcquireRequest,
+  AcquireResult,
+  Backend,
+  BackendBase,
+  FetchLike,
+  HolderInfo,
+  InspectRequest,
+  KeyRequest,
+  ObservedExpiry,
+  ObservedRefusal,
+  QueuedAcquire,
+  QueuedAcquireRequest,
+  QueuedHolderInfo,
+  RaiseFence,
+  RaiseFenceRequest,
+  ReleaseAnyRequest,
+  ReleaseRequest,
+  RenewRequest,
+} from "./backend.ts";
 export {
   createElection,
   type Election,
@@ -26,13 +50,12 @@ export {
 } from "./errors.ts";
 export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
-export { type AcquireOptions, createMutex, type Mutex, type MutexOptions } from "./mutex.ts";
+export { createMutex, type Mutex } from "./mutex.ts";
 export {
   createSemaphore,
-  MAX_LIMIT,
   type Permit,
   type Semaphore,
   type SemaphoreOptions,
   type SlotHolder,
-  slotKey,
 } from "./semaphore.ts";
+export type { AcquireOptions, MutexOptions } from "./types.ts";

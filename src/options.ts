@@ -1,33 +1,16 @@
 // Option checks: createMutex's, and those of the calls made later (acquire, lead, watch). Every
 // bad option is a TypeError (wrong type) or RangeError (wrong value) that names where, what was
 // wrong and what is valid, made by the one helper `fail` (the backends use it too).
-import type { Backend } from "./backend.ts";
-import type { LockEvent } from "./events.ts";
-import type { MutexOptions } from "./mutex.ts";
+import { type Backend, checkBackend } from "./backend.ts";
+import { check } from "./errors.ts";
+import type { Emit, LockEvent } from "./events.ts";
 import { MAX_DELAY } from "./time.ts";
 import { defaultStopMargin, guardOf } from "./timing.ts";
+import type { MutexOptions } from "./types.ts";
 
-/**
- * Throws `new Err("[leasehold] <where> <message>")`. `where` is a call (`"createMutex:"`) or a
- * backend (`"[upstash]"`).
- */
-export function fail(
-  where: string,
-  message: string,
-  Err: typeof TypeError | typeof RangeError = TypeError,
-): never {
-  throw new Err(`[leasehold] ${where} ${message}`);
-}
-
-/** {@link fail} unless `ok`. */
-export function check(
-  ok: boolean,
-  where: string,
-  message: string,
-  Err: typeof TypeError | typeof RangeError = TypeError,
-): asserts ok {
-  if (!ok) fail(where, message, Err);
-}
+// `fail` and `check` live in errors.ts, below the contract (backend.ts's checkBackend uses them);
+// the option checks of the core and of the backends import them from here.
+export { check, fail } from "./errors.ts";
 
 /** A finite number. */
 export function isNumber(value: unknown): value is number {
@@ -74,9 +57,18 @@ export interface CheckedMutexOptions {
   onEvent: ((event: LockEvent) => void) | undefined;
 }
 
+/** A mutex's or semaphore's checked options, with its backend, guard and event emitter. @internal */
+export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
+
 /**
- * Checks the backend and every option of createMutex (or of `where`, such as createSemaphore,
- * which takes the same ones); fills in the defaults.
+ * The checked options behind each Mutex that createMutex made (it records them there), for
+ * createElection: a Mutex keeps them to itself. @internal
+ */
+export const cores: WeakMap<object, Core> = new WeakMap();
+
+/**
+ * Checks the backend (backend.ts `checkBackend`) and every option of createMutex (or of `where`,
+ * such as createSemaphore, which takes the same ones); fills in the defaults.
  */
 export function checkMutexOptions(
   backend: Backend,
@@ -84,17 +76,7 @@ export function checkMutexOptions(
   where = "createMutex",
 ): CheckedMutexOptions {
   const at = `${where}:`;
-  check(typeof backend === "object" && backend !== null, at, "backend must be a Backend object");
-  const missing = (["acquire", "renew", "release", "inspect"] as const).filter(
-    (m) => typeof backend[m] !== "function",
-  );
-  check(typeof backend.name === "string", at, "backend.name must be a string");
-  check(missing.length === 0, at, `backend is missing method(s): ${missing.join(", ")}`);
-  check(
-    backend.acquireQueued === undefined || typeof backend.acquireQueued === "function",
-    at,
-    "backend.acquireQueued must be a function when present",
-  );
+  checkBackend(backend, at);
   check(typeof options === "object" && options !== null, at, "options must be an object with a name");
 
   const { name, ttl = 15_000, renew = true, retryDelay = 1_000 } = options;

@@ -1,9 +1,7 @@
-// createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15).
+// createSemaphore: at most `limit` permits at once, one ordinary lock per slot (docs/DESIGN.md §15);
+// a face over the engine (engine.ts), as createMutex is.
 import type { Backend } from "./backend.ts";
-import { BackendError } from "./errors.ts";
-import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import {
-  type AcquireOptions,
   type Attempt,
   type AttemptFn,
   core,
@@ -11,18 +9,18 @@ import {
   inspectKey,
   isLease,
   keyAttempt,
-  type MutexOptions,
   observe,
   refused,
   runWith,
   waitFor,
-} from "./mutex.ts";
+} from "./engine.ts";
+import { BackendError } from "./errors.ts";
+import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import { check, checkSignal, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
 import { MAX_LIMIT, slotKey } from "./slots.ts";
 import { now } from "./time.ts";
-
-export { MAX_LIMIT, slotKey };
+import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 /** Options of {@link createSemaphore}: those of `createMutex`, and the `limit`. All durations are ms. */
 export interface SemaphoreOptions extends MutexOptions {
@@ -47,8 +45,11 @@ export interface Permit extends Lease {
 
 /** A slot's current holder, as {@link Semaphore.holders} reports it. Advisory. */
 export interface SlotHolder {
+  /** The slot, from 0 to limit − 1. */
   slot: number;
+  /** The holder's owner. */
   owner: string;
+  /** The holder's fencing token on that slot. */
   token: number;
   /** ms left on the backend's own expiry, when it reports it. */
   ttlLeft?: number;
@@ -144,13 +145,6 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     `name must be at most ${255 - (longest.length - name.length)} characters with limit ${limit}: its slot keys (${JSON.stringify(slotKey("", limit - 1))} appended) must be valid lock names, got ${name.length}`,
     RangeError,
   );
-  for (const method of ["acquireAny", "releaseAny"] as const) {
-    check(
-      backend[method] === undefined || typeof backend[method] === "function",
-      at,
-      `backend.${method} must be a function when present`,
-    );
-  }
   const keys = Array.from({ length: limit }, (_, slot) => slotKey(name, slot));
   const backendName = backend.name;
 
@@ -189,7 +183,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
 
   // One request for any free slot, on a backend that offers it (and expires locks itself).
   const any = backend.acquireAny;
-  const anyAttempt: AttemptFn = async (signal) => {
+  const anyAttempt: AttemptFn<Permit> = async (signal) => {
     const nonce = crypto.randomUUID();
     const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
     const tSend = now();
@@ -223,7 +217,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   const perSlot = any && backend.expiry !== "observed" ? [] : keys.map((key) => keyAttempt(o, key));
   // The whole attempt is bounded like one request (ttl − guard): a backend that does not answer
   // costs one bound, not one per slot.
-  const spreadAttempt: AttemptFn = async (signal) => {
+  const spreadAttempt: AttemptFn<Permit> = async (signal) => {
     const start = Math.floor(Math.random() * limit);
     const whole = requestSignal(backendName, "acquire", ttl - guard, signal);
     let retryAfter: number | undefined;
@@ -252,7 +246,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   };
 
   const attempt = observe(o, perSlot.length === 0 ? anyAttempt : spreadAttempt);
-  const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false) as Promise<Permit>;
+  const acquire = (opts?: AcquireOptions) => waitFor(o, name, opts, attempt, false);
 
   return {
     name,
@@ -266,7 +260,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
       checkSignal("tryAcquire", signal);
       signal?.throwIfAborted();
       const result = await attempt(signal);
-      return isLease(result) ? (result as Permit) : null;
+      return isLease(result) ? result : null;
     },
     acquire,
     run: (fn, opts) => runWith(acquire, fn, opts),

@@ -1,6 +1,6 @@
 // Every timing formula of the core in one place: the guard, the stop margin's default, renewal,
-// backoff and request bounds. docs/DESIGN.md §4 says why each is what it is; tests import these
-// instead of recomputing them.
+// backoff, the election's pause and request bounds. docs/DESIGN.md §4 says why each is what it
+// is; tests import these instead of recomputing them.
 import { jitter } from "./time.ts";
 
 /** The default stop margin: min(1 000 ms, ttl / 5). */
@@ -16,9 +16,20 @@ export function guardOf(ttl: number, stopMargin: number): number {
   return Math.ceil(0.01 * ttl) + 2 + stopMargin;
 }
 
+/** How far a background renewal's delay strays from ttl / 3: ±10 %. */
+const RENEWAL_SPREAD = 0.1;
+
 /** The next background renewal: every ttl / 3, jittered by ±10 %. */
 export function renewalDelay(ttl: number): number {
-  return jitter(ttl / 3, 0.1);
+  return jitter(ttl / 3, RENEWAL_SPREAD);
+}
+
+/**
+ * The earliest and the latest {@link renewalDelay} of a lease of `ttl`: ttl / 3 − 10 % and
+ * ttl / 3 + 10 %. For tests that wait for a renewal, or stop just before one.
+ */
+export function renewalWindow(ttl: number): { earliest: number; latest: number } {
+  return { earliest: (ttl / 3) * (1 - RENEWAL_SPREAD), latest: (ttl / 3) * (1 + RENEWAL_SPREAD) };
 }
 
 /**
@@ -49,6 +60,15 @@ export function backoff(failures: number, cap: number): number {
 /** The pause between two acquire attempts: the backoff capped by retryDelay, jittered into [0.6, 1]×. */
 export function waitDelay(failures: number, retryDelay: number): number {
   return jitter(0.8 * backoff(failures, retryDelay), 0.25);
+}
+
+/**
+ * The pause of an election's `lead` loop after a term, or after a campaign that failed: about
+ * the mutex's `retryDelay` (at least 1 ms), jittered by ±25 %, so that waiting followers get
+ * their turn and a task that returns at once cannot spin the loop (docs/DESIGN.md §8).
+ */
+export function campaignDelay(retryDelay: number): number {
+  return jitter(Math.max(retryDelay, 1), 0.25);
 }
 
 /** The pause after a failed renewal: the backoff capped by ttl / 10, jittered by ±10 %. */

@@ -129,7 +129,7 @@ export function memory(options: MemoryOptions = {}): Backend {
       signal?.throwIfAborted();
       free(key, nonce);
     },
-    async inspect(key, signal) {
+    async inspect({ key, signal }) {
       signal?.throwIfAborted();
       const held = live(key);
       if (!held) return null;

@@ -46,7 +46,7 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
+import { type AcquireResult, type Backend, checkBackend, type HolderInfo } from "../backend.ts";
 import { BackendError } from "../errors.ts";
 import { check, checkSignal, fail, isNumber } from "../options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "../signals.ts";
@@ -137,13 +137,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
   check(n >= 3, WHERE, `needs at least 3 backends, got ${n}`);
   members.forEach((b, i) => {
     const what = `backends[${i}]`;
-    check(
-      typeof b === "object" &&
-        b !== null &&
-        ["acquire", "renew", "release", "inspect"].every((m) => typeof b[m as keyof Backend] === "function"),
-      WHERE,
-      `${what} is not a Backend`,
-    );
+    checkBackend(b, WHERE, what);
     check(
       typeof b.raiseFence === "function",
       WHERE,
@@ -563,12 +557,12 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       );
     },
 
-    async inspect(key, signal): Promise<HolderInfo | null> {
+    async inspect({ key, signal }): Promise<HolderInfo | null> {
       return fanOut<HolderInfo | null, HolderInfo | null | "none">(
         "inspect",
         signal,
         lateMs,
-        (b, s) => b.inspect(key, s),
+        (b, s) => b.inspect({ key, signal: s }),
         (answers, pending) => {
           const groups = new Map<string, HolderInfo[]>();
           for (const a of answers) {

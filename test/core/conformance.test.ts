@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
-import { type ConformanceOptions, conformanceChecks } from "../../src/testing.ts";
+import { type ConformanceOptions, conformanceChecks } from "../../src/testing/index.ts";
 
 /** A memory store on which attempts that overlap on one key all lose (a split vote). */
 function splitting(): Backend {

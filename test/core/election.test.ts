@@ -13,6 +13,7 @@ import {
   type MutexOptions,
 } from "../../src/index.ts";
 import { sleep } from "../../src/time.ts";
+import { renewalWindow } from "../../src/timing.ts";
 
 /** A mutex and its election in one object: the tests campaign, read the holder and take the lock. */
 function candidate(backend: Backend, options: MutexOptions) {
@@ -159,7 +160,7 @@ describe("lead", () => {
     const loopA = a.lead(
       async (signal) => {
         crashedSignal = signal;
-        await sleep(170); // just before the first renewal (due at ttl/3 ± 10 %: 180–220 ms)
+        await sleep(renewalWindow(ttl).earliest - 10); // just before the first renewal
         frozen.freeze(); // the leader freezes: its renewals and releases never arrive
         crashedAt = performance.now();
         await untilAborted(signal);

@@ -142,13 +142,16 @@ describe("options are checked at createMutex", () => {
   });
 
   it("createElection takes a Mutex and nothing else", () => {
-    for (const bad of [undefined, null, {}, memory(), { acquire() {}, holder() {} }]) {
+    const copy = { ...createMutex(memory(), { name: "e" }) };
+    for (const bad of [undefined, null, {}, memory(), { acquire() {}, holder() {} }, copy]) {
       expect(() => createElection(bad as never)).toThrow(
         new TypeError("[leasehold] createElection: mutex must be a Mutex from createMutex"),
       );
     }
     const mutex = createMutex(memory(), { name: "e", ttl: 3_000, retryDelay: 250, owner: "me" });
-    expect(mutex).toMatchObject({ name: "e", ttl: 3_000, retryDelay: 250, owner: "me", stopMargin: 600 });
+    expect(mutex).toMatchObject({ name: "e", ttl: 3_000, owner: "me" });
+    for (const internal of ["retryDelay", "stopMargin", "onEvent"])
+      expect(mutex).not.toHaveProperty(internal);
     expect(createElection(mutex).isLeader).toBe(false);
   });
 

@@ -4,7 +4,8 @@
 import { describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory.ts";
-import { createSemaphore, isLockError, type Permit, slotKey } from "../../src/index.ts";
+import { createSemaphore, isLockError, type Permit } from "../../src/index.ts";
+import { slotKey } from "../../src/slots.ts";
 import { transient } from "../harness/doubles.ts";
 
 /** A memory store without acquireAny (the generic path), counting the requests of each kind. */
@@ -208,7 +209,10 @@ describe("giving back an acquireAny that got no answer", () => {
   }
   /** Resolves once `key` is free (the give-back reached it). */
   const freed = (store: Backend, key: string) =>
-    vi.waitFor(async () => expect(await store.inspect(key)).toBeNull(), { timeout: 10_000, interval: 10 });
+    vi.waitFor(async () => expect(await store.inspect({ key: key })).toBeNull(), {
+      timeout: 10_000,
+      interval: 10,
+    });
   const calledAtLeast = (calls: { release: string[] }, n: number) =>
     vi.waitFor(() => expect(calls.release.length).toBeGreaterThanOrEqual(n), {
       timeout: 10_000,

@@ -289,8 +289,8 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
           mf.dispatchFetch(`${origin}/rebuild`, { method: "POST" }).then((r) => r.json() as never),
         );
         await until(`rebuild ${i + 1} in line`, 10_000, async () =>
-          ((await durableObject({ url: `${origin}/leasehold`, token }).inspect("site-rebuild"))?.waiters ??
-            0) > i
+          ((await durableObject({ url: `${origin}/leasehold`, token }).inspect({ key: "site-rebuild" }))
+            ?.waiters ?? 0) > i
             ? true
             : undefined,
         );

@@ -16,7 +16,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
 import { memory } from "../../src/backends/memory.ts";
-import { conformanceChecks } from "../../src/testing.ts";
+import { conformanceChecks } from "../../src/testing/index.ts";
 import { NODE24 } from "../harness/servers/runtimes.ts";
 import { OPTIONS } from "../harness/smoke/conformance.ts";
 import { restCommand, SMOKE_CHECKS } from "../harness/smoke/suite.ts";

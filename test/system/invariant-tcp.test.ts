@@ -64,7 +64,7 @@ describe.each(backends)("%s", (backend, urlVia, target) => {
     if (backend === "postgres") {
       // The workers' table (the default name), created once before they start.
       const pool = new pg.Pool({ connectionString: pgCtx.url });
-      await postgres(pool, { createTable: true }).inspect("none");
+      await postgres(pool, { createTable: true }).inspect({ key: "none" });
       await pool.end();
     }
   });

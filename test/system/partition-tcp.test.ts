@@ -62,7 +62,7 @@ const setups: Record<string, () => Promise<Setup>> = {
       return pool;
     };
     const direct = connect(pgCtx.port);
-    await postgres(direct, { table: "partition_tcp", createTable: true }).inspect("none");
+    await postgres(direct, { table: "partition_tcp", createTable: true }).inspect({ key: "none" });
     return {
       port: pgCtx.port,
       backend: (port) => postgres(connect(port), { table: "partition_tcp" }),

@@ -107,7 +107,7 @@ describe("partition of the holder", () => {
     const leaseA = await a.acquire();
     cleanup.push(() => leaseA.release().catch(() => {}));
     await leaseA.renew(); // a renewal went through before the partition
-    const aborted = onAbort(leaseA, () => direct.inspect(name));
+    const aborted = onAbort(leaseA, () => direct.inspect({ key: name }));
     const tPartition = performance.now();
     p.partition("a");
     // B waits in line (its requests held open by the object) and is woken by the expiry.

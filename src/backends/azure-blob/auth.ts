@@ -10,6 +10,7 @@ import { abortable } from "../../signals.ts";
  * `expiresOnTimestamp` (epoch ms).
  */
 export interface TokenCredentialLike {
+  /** A bearer token for `scopes` and its expiry, or null. */
   getToken(
     scopes: string | string[],
     options?: { abortSignal?: AbortSignal },

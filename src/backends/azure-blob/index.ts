@@ -375,7 +375,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       return (await fence(key, pathOf(key), nonce, encodeOwner(owner), known, signal, token)) !== null;
     },
 
-    async inspect(key, signal): Promise<HolderInfo | null> {
+    async inspect({ key, signal }): Promise<HolderInfo | null> {
       const blob = await read("inspect", key, pathOf(key), signal);
       if (!blob?.leased) return null;
       let owner = blob.owner ?? "";

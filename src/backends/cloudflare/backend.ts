@@ -11,6 +11,7 @@ import { EXHAUSTED, type LockRequest, MAX_RAISE, NAME, objectOf, type Replies, s
 
 /** A Durable Object stub's `fetch`, as leasehold calls it. */
 export interface DurableObjectStubLike {
+  /** Sends a request to the object. */
   fetch(url: string, init: Parameters<FetchLike>[1]): ReturnType<FetchLike>;
 }
 
@@ -19,7 +20,9 @@ export interface DurableObjectStubLike {
  * `[[durable_objects.bindings]]`, class {@link LeaseholdLock}).
  */
 export interface DurableObjectNamespaceLike {
+  /** The id of the object named `name`. */
   idFromName(name: string): unknown;
+  /** The stub of the object with `id`. */
   get(id: never): DurableObjectStubLike;
 }
 
@@ -239,7 +242,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       if (typeof r?.ok !== "boolean") throw malformed(r);
       return r.ok;
     },
-    async inspect(key, signal): Promise<HolderInfo | null> {
+    async inspect({ key, signal }): Promise<HolderInfo | null> {
       const r = await call({ op: "inspect", key }, signal);
       if (!r || typeof r !== "object" || !Number.isSafeInteger(r.waiters)) throw malformed(r);
       const h = r.holder;

@@ -16,14 +16,19 @@ import {
 
 /** The part of a Durable Object's storage that {@link LeaseholdLock} uses. */
 export interface DurableObjectStorageLike {
+  /** The stored entries whose keys start with `prefix`. */
   list(options: { prefix: string }): Promise<Map<string, unknown>>;
+  /** Stores `value` at `key`. */
   put(key: string, value: unknown): Promise<void>;
+  /** Sets the object's alarm to `scheduledTime` (epoch ms). */
   setAlarm(scheduledTime: number): Promise<void>;
 }
 
 /** The part of `DurableObjectState` (the constructor's first argument) that {@link LeaseholdLock} uses. */
 export interface DurableObjectStateLike {
+  /** The object's storage. */
   readonly storage: DurableObjectStorageLike;
+  /** Runs `callback` with no other event delivered to the object meanwhile. */
   blockConcurrencyWhile<T>(callback: () => Promise<T>): Promise<T>;
 }
 

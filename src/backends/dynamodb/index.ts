@@ -173,7 +173,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
       );
     },
 
-    async inspect(name, signal): Promise<HolderInfo | null> {
+    async inspect({ key: name, signal }): Promise<HolderInfo | null> {
       const reply = await call(
         "GetItem",
         {

@@ -4,8 +4,11 @@
 
 /** AWS credentials: an access key pair, with the session token of temporary credentials. */
 export interface AwsCredentials {
+  /** The access key id. */
   accessKeyId: string;
+  /** The secret access key. */
   secretAccessKey: string;
+  /** The session token of temporary credentials. */
   sessionToken?: string | undefined;
 }
 

@@ -32,7 +32,7 @@ import { abortableCall, malformed as malformedReply } from "../shared/errors.ts"
 import { cleaner, secretsIn } from "../shared/redact.ts";
 
 /** Any function: the drivers' own signatures are many and overloaded. */
-type Method = (...args: never) => unknown;
+export type Method = (...args: never) => unknown;
 
 /**
  * The clients {@link postgres} accepts, by the method it uses:
@@ -264,7 +264,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       return rows.length === 1;
     },
 
-    async inspect(key, signal): Promise<HolderInfo | null> {
+    async inspect({ key, signal }): Promise<HolderInfo | null> {
       const rows = await call(sql.inspect, [key], signal);
       const [row] = rows;
       if (!row) return null;

@@ -42,7 +42,7 @@ import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
 export type { FenceHealed } from "../shared/redis-scripts.ts";
 
 /** Any function: the clients' own signatures are many and overloaded. */
-type Method = (...args: never) => unknown;
+export type Method = (...args: never) => unknown;
 
 /**
  * The clients {@link redis} accepts, by the methods it uses:

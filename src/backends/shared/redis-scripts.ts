@@ -258,7 +258,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       return raised;
     },
 
-    async inspect(key, signal): Promise<HolderInfo | null> {
+    async inspect({ key, signal }): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
       if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== "string" || typeof r[1] !== "number") {

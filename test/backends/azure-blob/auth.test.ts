@@ -26,8 +26,8 @@ describe("bearer tokens", () => {
       container: "locks",
       fetch: notFound,
     });
-    const hurried = backend.inspect("x", AbortSignal.timeout(10)).catch((e: unknown) => e);
-    const patient = backend.inspect("y");
+    const hurried = backend.inspect({ key: "x", signal: AbortSignal.timeout(10) }).catch((e: unknown) => e);
+    const patient = backend.inspect({ key: "y" });
     expect(isLockError(await hurried) || (await hurried) instanceof Error).toBe(true);
     await expect(patient).resolves.toBeNull();
   });
@@ -47,7 +47,7 @@ describe("bearer tokens", () => {
         container: "locks",
         fetch: notFound,
       })
-        .inspect("x")
+        .inspect({ key: "x" })
         .catch((e: unknown) => e as { code: string; retryable: boolean });
     expect(await inspect("TimeoutError")).toMatchObject({ code: "ERR_BACKEND", retryable: true });
     expect(await inspect("AuthenticationError")).toMatchObject({

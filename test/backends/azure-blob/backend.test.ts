@@ -126,12 +126,12 @@ describe("azure-blob on Azurite", () => {
     expect(await b.renew({ key: "job", nonce: first, ttl })).toBe(true);
     expect(c.take()).toEqual(["PUT lease"]);
 
-    expect(await b.inspect("job")).toEqual({ owner: "worker-1", token: 1 });
+    expect(await b.inspect({ key: "job" })).toEqual({ owner: "worker-1", token: 1 });
     expect(c.take()).toEqual(["HEAD blob"]);
 
     await b.release({ key: "job", nonce: first });
     expect(c.take()).toEqual(["PUT lease"]);
-    expect(await b.inspect("job")).toBeNull();
+    expect(await b.inspect({ key: "job" })).toBeNull();
     c.take();
 
     // Steady state, a new owner: 4 requests in 2 round trips (lease + HEAD, then fence + owner).
@@ -219,7 +219,7 @@ describe("azure-blob on Azurite", () => {
       if (!r.ok) throw new Error(`cycle ${i}: not acquired`);
       expect(r.token).toBeGreaterThan(last);
       last = r.token;
-      expect(await (i % 2 === 0 ? two : one).inspect("shared")).toEqual({
+      expect(await (i % 2 === 0 ? two : one).inspect({ key: "shared" })).toEqual({
         owner: `holder ${i}`,
         token: r.token,
       });
@@ -235,7 +235,7 @@ describe("azure-blob on Azurite", () => {
     const r = await b.acquire({ key: "k", owner: "owner", nonce: id, ttl });
     await b.release({ key: "k", nonce: nonce() });
     expect(await b.renew({ key: "k", nonce: nonce(), ttl })).toBe(false);
-    expect(await b.inspect("k")).toEqual({ owner: "owner", token: r.ok ? r.token : -1 });
+    expect(await b.inspect({ key: "k" })).toEqual({ owner: "owner", token: r.ok ? r.token : -1 });
     expect(await b.acquire({ key: "k", owner: "other", nonce: nonce(), ttl })).toEqual({ ok: false });
     await b.release({ key: "k", nonce: id });
     // Released and missing blobs are "not ours" too.
@@ -243,7 +243,7 @@ describe("azure-blob on Azurite", () => {
     expect(await b.renew({ key: "k", nonce: id, ttl })).toBe(false);
     await b.release({ key: "never-created", nonce: id });
     expect(await b.renew({ key: "never-created", nonce: id, ttl })).toBe(false);
-    expect(await b.inspect("never-created")).toBeNull();
+    expect(await b.inspect({ key: "never-created" })).toBeNull();
   });
 
   it("round-trips owner names with unicode and separators, and encodes blob names per segment", async () => {
@@ -263,7 +263,7 @@ describe("azure-blob on Azurite", () => {
       const id = nonce();
       const r = await b.acquire({ key, owner, nonce: id, ttl });
       expect(r.ok).toBe(true);
-      expect((await b.inspect(key))?.owner).toBe(owner);
+      expect((await b.inspect({ key: key }))?.owner).toBe(owner);
       await b.release({ key, nonce: id });
     }
     const names: string[] = [];
@@ -356,9 +356,9 @@ describe("azure-blob on Azurite", () => {
       const r = await b.acquire({ key, owner: "cred-test", nonce: id, ttl });
       if (!r.ok) throw new Error("not acquired");
       expect(await b.renew({ key, nonce: id, ttl })).toBe(true);
-      expect(await b.inspect(key)).toEqual({ owner: "cred-test", token: r.token });
+      expect(await b.inspect({ key: key })).toEqual({ owner: "cred-test", token: r.token });
       await b.release({ key, nonce: id });
-      expect(await b.inspect(key)).toBeNull();
+      expect(await b.inspect({ key: key })).toBeNull();
       return r.token;
     }
 
@@ -456,7 +456,7 @@ describe("azure-blob on Azurite", () => {
         () => b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }),
         () => b.renew({ key: "k", nonce: nonce(), ttl }),
         () => b.release({ key: "k", nonce: nonce() }),
-        () => b.inspect("k"),
+        () => b.inspect({ key: "k" }),
       ]) {
         const e = await rejection(call());
         expect(e.name).toBe("BackendError");
@@ -547,7 +547,7 @@ describe("azure-blob on Azurite", () => {
           },
         },
       });
-      const e = await rejection(failing.inspect("k"));
+      const e = await rejection(failing.inspect({ key: "k" }));
       expect(e.code).toBe("ERR_BACKEND_AUTH");
       expect(e.retryable).toBe(false);
       expect(exposed(e)).toContain("identity endpoint said no");
@@ -571,7 +571,7 @@ describe("azure-blob on Azurite", () => {
         () => b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }),
         () => b.renew({ key: "k", nonce: nonce(), ttl }),
         () => b.release({ key: "k", nonce: nonce() }),
-        () => b.inspect("k"),
+        () => b.inspect({ key: "k" }),
       ]) {
         const e = await rejection(call());
         expect(e.code).toBe("ERR_BACKEND");
@@ -626,12 +626,12 @@ describe("azure-blob on Azurite", () => {
         sig: "c2VjcmV0/c2lnbmF0dXJl+PQ==",
       }).toString();
       const bySas = azureBlob({ accountUrl: az.accountUrl, sasToken: sas, container: "locks", fetch: echo });
-      const e1 = await rejection(bySas.inspect("k"));
+      const e1 = await rejection(bySas.inspect({ key: "k" }));
       expect(e1.retryable).toBe(true);
       expect(exposed(e1)).not.toContain("c2VjcmV0");
       const cs = `DefaultEndpointsProtocol=http;AccountName=${az.accountName};AccountKey=${az.accountKey};BlobEndpoint=${az.accountUrl}`;
       const e2 = await rejection(
-        azureBlob({ connectionString: cs, container: "locks", fetch: echo }).inspect("k"),
+        azureBlob({ connectionString: cs, container: "locks", fetch: echo }).inspect({ key: "k" }),
       );
       expect(exposed(e2)).not.toContain(az.accountKey);
       const token = "eyJhbGciOiJSUzI1NiJ9.secret.token";
@@ -641,7 +641,7 @@ describe("azure-blob on Azurite", () => {
         fetch: echo,
         credential: { getToken: async () => ({ token, expiresOnTimestamp: Date.now() + 3_600_000 }) },
       });
-      expect(exposed(await rejection(byToken.inspect("k")))).not.toContain(token);
+      expect(exposed(await rejection(byToken.inspect({ key: "k" })))).not.toContain(token);
     });
 
     it("releases the lease when the fence write fails, and never answers ok without a token", async () => {
@@ -664,7 +664,7 @@ describe("azure-blob on Azurite", () => {
       const e = await rejection(b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl }));
       expect(e.retryable).toBe(true);
       expect(e.message).toContain("fence");
-      expect(await b.inspect("k")).toBeNull(); // the lease was given back
+      expect(await b.inspect({ key: "k" })).toBeNull(); // the lease was given back
       breakFence = false;
       const r = await b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl });
       expect(r.ok).toBe(true);
@@ -848,7 +848,7 @@ describe("azure-blob on Azurite", () => {
         const props = await sdk.getContainerClient(container).getBlobClient("a").getProperties();
         expect(props.blobType).toBe("BlockBlob");
         expect(props.metadata).toEqual({ fence: "1", owner: "o1" });
-        expect(await b.inspect("a")).toEqual({ owner: "o1", token: 1 });
+        expect(await b.inspect({ key: "a" })).toEqual({ owner: "o1", token: 1 });
         await b.release({ key: "a", nonce: first });
         // The next lock name is made as a block blob straight away.
         proxy.requests.length = 0;
@@ -939,7 +939,7 @@ describe("azure-blob on Azurite", () => {
       expect((await c.takeWhen(2)).sort()).toEqual(["HEAD blob", "PUT lease"]); // contended: 1 round trip
       expect(await one.renew({ key: "job", nonce: first, ttl })).toBe(true);
       expect(c.take()).toEqual(["PUT lease"]);
-      expect(await one.inspect("job")).toEqual({ owner: "w1", token: 1 });
+      expect(await one.inspect({ key: "job" })).toEqual({ owner: "w1", token: 1 });
       expect(c.take()).toEqual(["HEAD blob"]);
       await one.release({ key: "job", nonce: first });
       expect(c.take()).toEqual(["PUT lease"]);
@@ -964,7 +964,10 @@ describe("azure-blob on Azurite", () => {
           expect(write["x-ms-lease-id"]).toBe(id);
           expect(write["x-ms-meta-fence"]).toBe(String(r.token));
         }
-        expect(await (b === one ? two : one).inspect("job")).toEqual({ owner: `w${i % 3}`, token: r.token });
+        expect(await (b === one ? two : one).inspect({ key: "job" })).toEqual({
+          owner: `w${i % 3}`,
+          token: r.token,
+        });
         await b.release({ key: "job", nonce: id });
         c.take();
       }
@@ -1021,7 +1024,7 @@ describe("azure-blob on Azurite", () => {
         "PUT metadata",
         "PUT metadata",
       ]);
-      expect(await b.inspect("race")).toEqual({ owner: "late", token: 3 });
+      expect(await b.inspect({ key: "race" })).toEqual({ owner: "late", token: 3 });
     });
 
     it("page and block meet: a backend uses the existing blob's type and its fence", async () => {
@@ -1043,7 +1046,7 @@ describe("azure-blob on Azurite", () => {
           if (!r.ok) throw new Error("not acquired");
           expect(r.token).toBe(last + 1);
           last = r.token;
-          expect(await taker.inspect(key)).toEqual({ owner: `h${i}`, token: r.token });
+          expect(await taker.inspect({ key: key })).toEqual({ owner: `h${i}`, token: r.token });
           await b.release({ key, nonce: id });
         }
         const props = await blobs.getBlobClient(key).getProperties();
@@ -1092,7 +1095,7 @@ describe("azure-blob on Azurite", () => {
         "PUT properties",
         "PUT properties",
       ]);
-      expect(await late.inspect("v")).toEqual({ owner: "same", token: 5 });
+      expect(await late.inspect({ key: "v" })).toEqual({ owner: "same", token: 5 });
     });
 
     it("every body-less PUT carries Content-Length: 0 and still signs right (a proxy answers 411 without it)", async () => {
@@ -1164,7 +1167,7 @@ describe("azure-blob on Azurite", () => {
         if (blobType === "page") expect(got).toEqual({ ok: true, token: 4 });
         else {
           expect(got).toBeInstanceOf(Error); // not { ok: true, token: 1 }
-          await expect.poll(() => normal.inspect(blobType)).toBeNull(); // the lease was given back
+          await expect.poll(() => normal.inspect({ key: blobType })).toBeNull(); // the lease was given back
           expect(await normal.acquire({ key: blobType, owner: "o", nonce: nonce(), ttl })).toEqual({
             ok: true,
             token: 4,
@@ -1195,7 +1198,7 @@ describe("azure-blob on Azurite", () => {
           });
           expect(await b.acquire({ key: "k", owner: "o", nonce: nonce(), ttl })).toEqual({ ok: false });
           // Given back in the background: the lock becomes free.
-          await expect.poll(() => b.inspect("k")).toBeNull();
+          await expect.poll(() => b.inspect({ key: "k" })).toBeNull();
         }
       }
     });

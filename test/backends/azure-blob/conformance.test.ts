@@ -12,7 +12,7 @@ import {
 } from "@azure/storage-blob";
 import { describe, inject, it } from "vitest";
 import { type AzureBlobOptions, azureBlob } from "../../../src/backends/azure-blob/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 
 const az = inject("azurite");
 const ttl = 15_000;

@@ -9,7 +9,8 @@ import { describe, expect, inject, it, vi } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { KEEP_PLACE_MS, MAX_RAISE, MAX_REQUEST_BYTES } from "../../../src/backends/cloudflare/protocol.ts";
-import { BackendError, createMutex, createSemaphore, isLockError, slotKey } from "../../../src/index.ts";
+import { BackendError, createMutex, createSemaphore, isLockError } from "../../../src/index.ts";
+import { slotKey } from "../../../src/slots.ts";
 import { EXHAUSTED_SEMAPHORE } from "../../harness/cloudflare/exhausted.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
@@ -147,14 +148,14 @@ describe("the route", () => {
     // The same through a mutex: acquire() rejects at once instead of waiting.
     const m = createMutex(intruder, { name: key, ttl: 5_000 });
     await expect(m.acquire({ timeout: 10_000 })).rejects.toMatchObject({ code: "ERR_BACKEND_AUTH" });
-    expect(await backend.inspect(key)).toBeNull();
+    expect(await backend.inspect({ key: key })).toBeNull();
     // No Authorization header at all, and a raw request.
     const res = await fetch(ctx.url, {
       method: "POST",
       body: JSON.stringify({ op: "acquire", key, owner: "x", nonce: "n", ttl: 5_000 }),
     });
     expect(res.status).toBe(401);
-    expect(await backend.inspect(key)).toBeNull();
+    expect(await backend.inspect({ key: key })).toBeNull();
   });
 
   it("answers a malformed request with a non-retryable error", async () => {
@@ -163,7 +164,7 @@ describe("the route", () => {
       token: ctx.token,
       fetch: (url, init) => fetch(url, { ...init, body: JSON.stringify({ op: "steal", key: "k" }) }),
     });
-    const error = await raw.inspect(unique()).catch((e) => e);
+    const error = await raw.inspect({ key: unique() }).catch((e) => e);
     expect(error).toBeInstanceOf(BackendError);
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
@@ -216,9 +217,9 @@ describe("the route", () => {
     const waiting = mutex("waiter")
       .acquire({ timeout: 10_000 })
       .catch((e: unknown) => e);
-    let info = await exhausted.inspect(name);
+    let info = await exhausted.inspect({ key: name });
     for (let i = 0; i < 200 && !info?.waiters; i++)
-      info = await sleep(10).then(() => exhausted.inspect(name));
+      info = await sleep(10).then(() => exhausted.inspect({ key: name }));
     expect(info?.waiters).toBe(1);
     await last.release();
     // Not ERR_LOCK_TIMEOUT after 10 s of retries: the refusal itself.
@@ -291,9 +292,9 @@ describe("the object", () => {
         .acquire({ signal: stop.signal })
         .catch(() => null),
     );
-    let info = await backend.inspect(name);
+    let info = await backend.inspect({ key: name });
     for (let i = 0; i < 100 && info?.waiters !== 2; i++)
-      info = await sleep(10).then(() => backend.inspect(name));
+      info = await sleep(10).then(() => backend.inspect({ key: name }));
     expect(info).toMatchObject({ owner: "h", token: holder.token, waiters: 2 });
     expect(info!.ttlLeft).toBeGreaterThan(0);
     stop.abort();
@@ -305,7 +306,7 @@ describe("the object", () => {
     const name = unique();
     const ttl = 1_000;
     const t0 = performance.now();
-    await backend.inspect(name);
+    await backend.inspect({ key: name });
     const rtt = performance.now() - t0;
     // The holder "crashes": it acquires and never renews nor releases.
     const tSend = performance.now();
@@ -347,7 +348,7 @@ describe("the object", () => {
     const lease = await next;
     const late = performance.now() - released;
     expect(late).toBeLessThan(KEEP_PLACE_MS + 500);
-    expect((await backend.inspect(name))?.owner).toBe("next");
+    expect((await backend.inspect({ key: name }))?.owner).toBe("next");
     await lease.release();
   });
 
@@ -365,7 +366,10 @@ describe("the object", () => {
       await worker.stop();
       worker = await startLockWorker({ token, persist: dir });
       const b = durableObject({ url: worker.url, token });
-      expect(await b.inspect(key)).toMatchObject({ owner: "before", token: (r1 as { token: number }).token });
+      expect(await b.inspect({ key: key })).toMatchObject({
+        owner: "before",
+        token: (r1 as { token: number }).token,
+      });
       expect((await b.acquire({ key, owner: "other", nonce: nonce(), ttl: 1_000 })).ok).toBe(false);
       expect(await b.renew({ key, nonce: first, ttl: 60_000 })).toBe(true);
       await b.release({ key, nonce: first });
@@ -379,11 +383,11 @@ describe("the object", () => {
       await worker.stop();
       worker = await startLockWorker({ token, persist: dir });
       const c = durableObject({ url: worker.url, token });
-      expect(await c.inspect(slots[0]!)).toMatchObject({
+      expect(await c.inspect({ key: slots[0]! })).toMatchObject({
         owner: "slot",
         token: (s1 as { token: number }).token,
       });
-      expect(await c.inspect(key)).toMatchObject({ owner: "after" });
+      expect(await c.inspect({ key: key })).toMatchObject({ owner: "after" });
       expect(await c.acquireAny!({ keys: slots, owner: "next", nonce: nonce(), ttl: 1_000 })).toMatchObject({
         ok: true,
         index: 1,
@@ -457,7 +461,7 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     });
     const error = await sem.tryAcquire().catch((e: unknown) => e);
     expect(isLockError(error) && error.code, String(error)).toBe("ERR_BACKEND");
-    await vi.waitFor(async () => expect(await backend.inspect(slotKey(name, 0))).toBeNull(), {
+    await vi.waitFor(async () => expect(await backend.inspect({ key: slotKey(name, 0) })).toBeNull(), {
       timeout: 10_000,
       interval: 20,
     });
@@ -481,13 +485,13 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     const full = await any.acquireAny!({ keys: [a, b], owner: "any", nonce: nonce(), ttl: 5_000 });
     expect(full.ok).toBe(false);
     expect(!full.ok && full.retryAfter).toBeGreaterThan(4_000);
-    expect(await backend.inspect(b)).toMatchObject({ owner: "any" });
+    expect(await backend.inspect({ key: b })).toMatchObject({ owner: "any" });
     // The give-back too: a release per key.
     ops.length = 0;
     await any.releaseAny!({ keys: [a, b], nonce: n });
     expect(ops).toEqual(["release", "release"]);
-    expect(await backend.inspect(b)).toBeNull();
-    expect(await backend.inspect(a)).toMatchObject({ owner: "a" });
+    expect(await backend.inspect({ key: b })).toBeNull();
+    expect(await backend.inspect({ key: a })).toMatchObject({ owner: "a" });
   });
 
   it("a slot freed while its oldest waiter is between two attempts is reserved for it: acquireAny skips it, like acquire", async () => {
@@ -516,7 +520,7 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
 
 it("isLockError sees the backend's errors", async () => {
   const e = await durableObject({ url: ctx.url, token: "w".repeat(24) })
-    .inspect("x")
+    .inspect({ key: "x" })
     .catch((x) => x);
   expect(isLockError(e)).toBe(true);
 });

@@ -9,7 +9,7 @@
 import { describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject } from "../../../src/backends/cloudflare/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 import { bindingChecks } from "../../harness/cloudflare/worker.ts";
 
 const { url, token, origin } = inject("cloudflare");

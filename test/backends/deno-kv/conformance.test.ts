@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { makeLimitedV8Serializer, openKv } from "@deno/kv";
 import { afterAll, describe, expect, it } from "vitest";
 import { denoKv, type KvLike } from "../../../src/backends/deno-kv.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "leasehold-kv-"));
 const open: { close(): void }[] = [];

@@ -63,5 +63,5 @@ it("a crashed holder is taken over within ttl + margin of the contender's first 
   // retryAfter), then takes it over in one more attempt.
   expect(took).toBeLessThan(observedWait(ttl) + 500);
   await lease.release();
-  expect(await store.inspect(name)).toBeNull();
+  expect(await store.inspect({ key: name })).toBeNull();
 });

@@ -65,7 +65,7 @@ describe("dynamodb backend on dynalite", () => {
     const nonce = crypto.randomUUID();
     await backend.acquire({ key: name, owner: "a", nonce, ttl: 1_000 });
     await backend.renew({ key: name, nonce, ttl: 1_000 });
-    await backend.inspect(name);
+    await backend.inspect({ key: name });
     await backend.raiseFence!({ key: name, owner: "a", nonce, token: 5 });
     expect(ops.splice(0)).toEqual(["UpdateItem", "UpdateItem", "GetItem", "UpdateItem"]);
     const refused = await backend.acquire({ key: name, owner: "b", nonce: crypto.randomUUID(), ttl: 1_000 });
@@ -132,7 +132,7 @@ describe("dynamodb backend on dynalite", () => {
 
   it("a missing table is a non-retryable error naming the table, the schema and createTable", async () => {
     const backend = dynamodb({ table: "no-such-table", region, credentials, endpoint });
-    const error = await backend.inspect("x").catch((e: unknown) => e);
+    const error = await backend.inspect({ key: "x" }).catch((e: unknown) => e);
     expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: false });
     expect(String((error as Error).message)).toMatch(
       /no-such-table.*partition key pk \(String\).*createTable: true/,
@@ -158,7 +158,7 @@ describe("dynamodb backend on dynalite", () => {
         return fetch(url, init);
       },
     });
-    expect(await backend.inspect(unique("env"))).toBeNull();
+    expect(await backend.inspect({ key: unique("env") })).toBeNull();
     expect(sent[0]?.["x-amz-security-token"]).toBe(session);
     expect(sent[0]?.authorization).toMatch(
       new RegExp(
@@ -178,8 +178,8 @@ describe("dynamodb backend on dynalite", () => {
         return credentials;
       },
     });
-    await backend.inspect(unique("fn"));
-    await backend.inspect(unique("fn"));
+    await backend.inspect({ key: unique("fn") });
+    await backend.inspect({ key: unique("fn") });
     expect(calls).toBe(2);
     const bad = dynamodb({
       table,
@@ -187,7 +187,7 @@ describe("dynamodb backend on dynalite", () => {
       endpoint,
       credentials: () => ({ accessKeyId: "", secretAccessKey: "x" }),
     });
-    await expect(bad.inspect("x")).rejects.toThrow(/the credentials function's answer: accessKeyId/);
+    await expect(bad.inspect({ key: "x" })).rejects.toThrow(/the credentials function's answer: accessKeyId/);
   });
 });
 
@@ -215,7 +215,7 @@ describe("dynamodb errors (fetch doubles: dynalite accepts any signature and nev
     });
   const failure = async (fetch: FetchLike) => {
     const error = await make(fetch)
-      .inspect("x")
+      .inspect({ key: "x" })
       .catch((e: unknown) => e);
     checkNoSecrets(error);
     expect(isLockError(error)).toBe(true);
@@ -266,7 +266,7 @@ describe("dynamodb errors (fetch doubles: dynalite accepts any signature and nev
     // A body is quoted up to 80 characters: one page per thing it could echo.
     const echo = (what: (init: Parameters<FetchLike>[1]) => string) =>
       withSession(async (_url, init) => new Response(`${what(init)} bad gateway`, { status: 502 }))
-        .inspect("x")
+        .inspect({ key: "x" })
         .catch((e: unknown) => e);
     const pages = [
       await echo((init) => init.headers.authorization?.split("Signature=")[1] ?? ""),
@@ -276,7 +276,7 @@ describe("dynamodb errors (fetch doubles: dynalite accepts any signature and nev
     const network = await withSession(async (_url, init) => {
       throw new TypeError(`fetch failed: ${headersOf(init)}`);
     })
-      .inspect("x")
+      .inspect({ key: "x" })
       .catch((e: unknown) => e);
     for (const error of [...pages, network]) {
       expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: true });
@@ -344,8 +344,8 @@ describe("dynamodb options", () => {
       urls.push(url);
       return new Response(JSON.stringify({}), { status: 200 });
     };
-    await dynamodb({ table, region: "eu-west-1", credentials, fetch }).inspect("x");
-    await dynamodb({ table, region: "cn-north-1", credentials, fetch }).inspect("x");
+    await dynamodb({ table, region: "eu-west-1", credentials, fetch }).inspect({ key: "x" });
+    await dynamodb({ table, region: "cn-north-1", credentials, fetch }).inspect({ key: "x" });
     expect(urls).toEqual([
       "https://dynamodb.eu-west-1.amazonaws.com/",
       "https://dynamodb.cn-north-1.amazonaws.com.cn/",

@@ -2,7 +2,7 @@
 // and dynalite, which test/harness/setup/dynamodb.ts starts.
 import { describe, inject, it } from "vitest";
 import { dynamodb } from "../../../src/backends/dynamodb/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 
 const { endpoint, region, credentials, table } = inject("dynamodb");
 

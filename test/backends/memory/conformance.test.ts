@@ -2,7 +2,7 @@
 // own (expiry: "observed"), where the core takes a lock over after seeing its version unchanged.
 import { describe, it } from "vitest";
 import { memory } from "../../../src/backends/memory.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 
 describe("memory", () => {
   testBackend({ describe, it }, { backend: () => memory(), ttl: 300 });

@@ -4,7 +4,7 @@
 // under Bun, test/backends/bun.test.ts.
 import { afterAll, describe, it } from "vitest";
 import { postgres } from "../../../src/backends/postgres/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 import { client, closeClients, SHAPES } from "./clients.ts";
 
 afterAll(closeClients);

@@ -61,7 +61,7 @@ describe("quorum(): a member that lost its writes is healed, not shut out", () =
     const lease = await mutex.acquire({ timeout: 5_000 });
     expect(lease.token).toBeGreaterThan(Math.max(...tokens));
     for (const d of dbs.slice(0, 3)) {
-      expect(await member(d).inspect(lock)).toMatchObject({ owner: "q", token: lease.token });
+      expect(await member(d).inspect({ key: lock })).toMatchObject({ owner: "q", token: lease.token });
       expect(await fence(d, lock)).toBe(lease.token);
     }
     // The member saw the counter go back and raised it itself (its own fence check).
@@ -97,10 +97,10 @@ describe("quorum(): a member that lost its writes is healed, not shut out", () =
     const mutex = createMutex(backend, { name: lock, ttl: 5_000, owner: "q", renew: false });
     const lease = await mutex.acquire({ timeout: 5_000 });
     await dbs[2]!.wipe();
-    expect(await member(dbs[2]!).inspect(lock)).toBeNull();
+    expect(await member(dbs[2]!).inspect({ key: lock })).toBeNull();
     await lease.renew();
     expect(lease.valid).toBe(true);
-    expect(await member(dbs[2]!).inspect(lock)).toMatchObject({ owner: "q" });
+    expect(await member(dbs[2]!).inspect({ key: lock })).toMatchObject({ owner: "q" });
     expect(await fence(dbs[2]!, lock)).toBeGreaterThanOrEqual(lease.token);
     expect(await mutex.holder()).toEqual({ owner: "q", token: lease.token });
     // Healed: another contender is refused, and the next token is above this one.
@@ -164,7 +164,7 @@ describe("quorum(): wipes add up on an idle name; heal() raises it", () => {
     expect(lease.token).toBeGreaterThan(7);
     await lease.release();
     // heal() left nothing held.
-    for (const d of dbs.slice(0, 4)) expect(await member(d).inspect(lock)).toBeNull();
+    for (const d of dbs.slice(0, 4)) expect(await member(d).inspect({ key: lock })).toBeNull();
   });
 
   it("heal() takes nothing from a holder, reports members it could not reach, and checks its arguments", async () => {
@@ -238,7 +238,7 @@ describe("quorum(): a grant that lands after the release", () => {
       // The release, then the late acquire, reached member 2.
       await expect.poll(() => dbs[4]!.bridge.stats().total, { timeout: 10_000 }).toBeGreaterThanOrEqual(2);
       // Its grant was given back: free again, not held for the 60 s ttl.
-      await expect.poll(() => member(dbs[4]!).inspect(lock), { timeout: 10_000 }).toBeNull();
+      await expect.poll(() => member(dbs[4]!).inspect({ key: lock }), { timeout: 10_000 }).toBeNull();
       expect(await fence(dbs[4]!, lock)).toBe(1); // it did grant
     } finally {
       await slow.stop();

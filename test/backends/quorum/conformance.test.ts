@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, inject, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { quorum } from "../../../src/backends/quorum.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";
 
 const az = inject("azurite");

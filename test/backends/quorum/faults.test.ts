@@ -53,7 +53,11 @@ describe("quorum(): its size and its checks", () => {
     const cases: [() => unknown, ErrorConstructor | RangeErrorConstructor, string][] = [
       [() => quorum("x" as never), TypeError, "[leasehold] [quorum] backends must be an array of backends"],
       [() => quorum([m(), m()]), TypeError, "[leasehold] [quorum] needs at least 3 backends, got 2"],
-      [() => quorum([m(), m(), {} as never]), TypeError, "[leasehold] [quorum] backends[2] is not a Backend"],
+      [
+        () => quorum([m(), m(), {} as never]),
+        TypeError,
+        "[leasehold] [quorum] backends[2].name must be a string",
+      ],
       [
         () => quorum([m(), noRaise, m()]),
         TypeError,
@@ -162,7 +166,7 @@ describe("quorum(): members that fail", () => {
     const held = await first.acquire({ timeout: 5_000 });
     tokens.push(held.token);
     await dbs[0]!.wipe(); // the member forgets the lease and the fence counter
-    expect(await member(dbs[0]!).inspect(lock)).toBeNull();
+    expect(await member(dbs[0]!).inspect({ key: lock })).toBeNull();
     const second = createMutex(backend(), { name: lock, ttl: 3_000, owner: "second" });
     expect(await second.tryAcquire()).toBeNull(); // the wiped member grants, the 3 others refuse
     await sleep(1_500); // renewals go on with 3 of 4
@@ -174,7 +178,9 @@ describe("quorum(): members that fail", () => {
     // The wiped member's counter was raised with the lease (or, when its grant landed after the
     // quorum decided, right after): every member reports the same token.
     for (const d of dbs) {
-      await expect.poll(() => member(d).inspect(lock)).toMatchObject({ owner: "second", token: next.token });
+      await expect
+        .poll(() => member(d).inspect({ key: lock }))
+        .toMatchObject({ owner: "second", token: next.token });
     }
     await next.release();
   });
@@ -201,7 +207,9 @@ describe("quorum(): members that fail", () => {
     }
     const again = await a.acquire({ timeout: 5_000 });
     // The healed member's grant may land after the quorum decided; it joins the lease then.
-    await expect.poll(() => member(dbs[3]!).inspect(lock), { timeout: 10_000 }).toMatchObject({ owner: "a" });
+    await expect
+      .poll(() => member(dbs[3]!).inspect({ key: lock }), { timeout: 10_000 })
+      .toMatchObject({ owner: "a" });
     await again.release();
   });
 
@@ -229,7 +237,7 @@ describe("quorum(): members that fail", () => {
       const m = createMutex(q, { name: lock, owner: "q", ttl: 10_000 });
       const lease = await m.acquire();
       expect(lease.token).toBe(1);
-      await expect.poll(() => member(dbs[3]!).inspect(lock)).toMatchObject({ owner: "q", token: 6 });
+      await expect.poll(() => member(dbs[3]!).inspect({ key: lock })).toMatchObject({ owner: "q", token: 6 });
       proxy.setRule(undefined);
       // Member 1 answers last: the first two answers (tokens 1 and 6) disagree.
       slow.setRule(() => ({ kind: "delay", ms: 300 }));
@@ -270,7 +278,7 @@ describe("quorum(): members that fail", () => {
       const lease = await m.acquire();
       expect(lease.token).toBe(4);
       for (const d of [dbs[0]!, dbs[1]!, dbs[3]!]) {
-        await expect.poll(() => member(d).inspect(lock)).toMatchObject({ owner: "q", token: 4 });
+        await expect.poll(() => member(d).inspect({ key: lock })).toMatchObject({ owner: "q", token: 4 });
       }
       expect(dbs[3]!.bridge.stats().total).toBe(2 + 1); // its acquire, the raise, one inspect above
       await lease.release();

@@ -4,7 +4,7 @@
 // test/backends/bun.test.ts.
 import { afterAll, describe, it } from "vitest";
 import { redis } from "../../../src/backends/redis/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 import { client, closeClients, SHAPES } from "./clients.ts";
 
 afterAll(closeClients);

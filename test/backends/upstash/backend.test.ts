@@ -25,7 +25,7 @@ const everyCall = (b: typeof backend) => [
   () => b.acquire({ key: unique(), owner: "a", nonce: nonce(), ttl: 1_000 }),
   () => b.renew({ key: unique(), nonce: nonce(), ttl: 1_000 }),
   () => b.release({ key: unique(), nonce: nonce() }),
-  () => b.inspect(unique()),
+  () => b.inspect({ key: unique() }),
 ];
 
 /** Everything an error exposes: message, stack, cause chain, own properties. */
@@ -61,7 +61,7 @@ describe("options", () => {
   it("fromEnv reads a passed env object (Workers) and ignores a trailing slash in the URL", async () => {
     const b = fromEnv({ UPSTASH_REDIS_REST_URL: `${ctx.url}/`, UPSTASH_REDIS_REST_TOKEN: ctx.token });
     expect(b.name).toBe("upstash");
-    expect(await b.inspect(unique())).toBeNull();
+    expect(await b.inspect({ key: unique() })).toBeNull();
     const kv = fromEnv({ KV_REST_API_URL: ctx.url, KV_REST_API_TOKEN: ctx.token }, { prefix: "kv:" });
     const name = unique();
     expect((await kv.acquire({ key: name, owner: "kv", nonce: nonce(), ttl: 5_000 })).ok).toBe(true);
@@ -73,7 +73,7 @@ describe("options", () => {
     try {
       process.env.UPSTASH_REDIS_REST_URL = ctx.url;
       process.env.UPSTASH_REDIS_REST_TOKEN = ctx.token;
-      expect(await fromEnv().inspect(unique())).toBeNull();
+      expect(await fromEnv().inspect({ key: unique() })).toBeNull();
       delete process.env.UPSTASH_REDIS_REST_TOKEN;
       expect(() => fromEnv()).toThrow(/UPSTASH_REDIS_REST_TOKEN is not set/);
       expect(() => fromEnv({})).toThrow(/UPSTASH_REDIS_REST_URL is not set/);
@@ -147,7 +147,7 @@ describe("scripts on a real redis-server", () => {
     const other = await backend.acquire({ key: name, owner: "other", nonce: nonce(), ttl: 5_000 });
     // The taken reply carries the holder to the backend (its token counts as seen), not to the caller.
     expect(other).toEqual({ ok: false, retryAfter: expect.any(Number) });
-    const seen = await backend.inspect(name);
+    const seen = await backend.inspect({ key: name });
     expect(seen).toMatchObject({ owner, token });
     expect(seen?.ttlLeft).toBeGreaterThan(0);
     expect(seen?.ttlLeft).toBeLessThanOrEqual(5_000);
@@ -160,11 +160,11 @@ describe("scripts on a real redis-server", () => {
     expect(await backend.renew({ key: name, nonce: nonce(), ttl: 60_000 })).toBe(false);
     expect(await sdk.pttl(lockKey(name))).toBeLessThanOrEqual(1_000);
     await backend.release({ key: name, nonce: nonce() });
-    expect(await backend.inspect(name)).toMatchObject({ owner: "a", token: 1 });
+    expect(await backend.inspect({ key: name })).toMatchObject({ owner: "a", token: 1 });
     expect(await backend.renew({ key: name, nonce: n, ttl: 60_000 })).toBe(true);
     expect(await sdk.pttl(lockKey(name))).toBeGreaterThan(1_000);
     await backend.release({ key: name, nonce: n });
-    expect(await backend.inspect(name)).toBeNull();
+    expect(await backend.inspect({ key: name })).toBeNull();
     expect(await backend.renew({ key: name, nonce: n, ttl: 1_000 })).toBe(false);
     await backend.release({ key: name, nonce: n }); // releasing again is a no-op
   });
@@ -188,7 +188,7 @@ describe("scripts on a real redis-server", () => {
     const name = unique();
     await b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 5_000 });
     expect(await sdk.exists(`app1/{${name}}`, `app1/{${name}}:fence`)).toBe(2);
-    expect(await backend.inspect(name)).toBeNull();
+    expect(await backend.inspect({ key: name })).toBeNull();
   });
 
   it("rejects a nonce containing | before sending anything", async () => {
@@ -214,7 +214,10 @@ describe("scripts on a real redis-server", () => {
     const r = await backend.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 1_000 });
     expect(r.ok).toBe(false);
     expect(r).not.toHaveProperty("holder");
-    await expect(backend.inspect(name)).rejects.toMatchObject({ code: "ERR_BACKEND", retryable: false });
+    await expect(backend.inspect({ key: name })).rejects.toMatchObject({
+      code: "ERR_BACKEND",
+      retryable: false,
+    });
   });
 });
 
@@ -249,7 +252,7 @@ describe("round trips, counted at a bridge of this file's own", () => {
         one,
       );
       expect(await counted(() => b.renew({ key: name, nonce: n, ttl: 5_000 }))).toEqual(one);
-      expect(await counted(() => b.inspect(name))).toEqual(one);
+      expect(await counted(() => b.inspect({ key: name }))).toEqual(one);
       expect(await counted(() => b.release({ key: name, nonce: n }))).toEqual(one);
     }
   });
@@ -334,7 +337,7 @@ describe("a fence counter that goes back (eviction, a failover that lost writes,
     expect(await b.acquire({ key: name, owner: "a", nonce: n, ttl: 5_000 })).toEqual({ ok: true, token: 3 });
     // The lease and the counter both carry the healed token.
     expect(await sdk.get(fenceKey(name))).toBe(3);
-    expect(await b.inspect(name)).toMatchObject({ owner: "a", token: 3 });
+    expect(await b.inspect({ key: name })).toMatchObject({ owner: "a", token: 3 });
     expect(told).toEqual([
       { backend: "upstash", name, seen: 2, got: 1, token: 3, message: expect.any(String) },
     ]);
@@ -443,9 +446,9 @@ describe("a fence counter that goes back (eviction, a failover that lost writes,
     const n = nonce();
     expect(await other.acquire({ key: name, owner: "b", nonce: n, ttl: 5_000 })).toMatchObject({ token: 4 });
     // This backend never acquired the name: it sees token 4 by inspect, and 4 as the holder.
-    expect(await backend.inspect(name)).toMatchObject({ owner: "b", token: 4 });
+    expect(await backend.inspect({ key: name })).toMatchObject({ owner: "b", token: 4 });
     const viaInspect = healing();
-    await viaInspect.b.inspect(name);
+    await viaInspect.b.inspect({ key: name });
     const viaHolder = healing();
     expect(await viaHolder.b.acquire({ key: name, owner: "c", nonce: nonce(), ttl: 5_000 })).toMatchObject({
       ok: false,
@@ -505,7 +508,7 @@ describe("a fence counter that goes back (eviction, a failover that lost writes,
     const take = (owner: string) => fake.acquire({ key: "k", owner, nonce: nonce(), ttl: 1_000 });
     const winner = take("winner");
     expect(await take("loser")).toMatchObject({ ok: false });
-    expect(await fake.inspect("k")).toMatchObject({ token: 6 });
+    expect(await fake.inspect({ key: "k" })).toMatchObject({ token: 6 });
     letGo();
     expect(await winner).toEqual({ ok: true, token: 5 });
     expect(told).toEqual([]);
@@ -548,12 +551,12 @@ describe("a read-only token", () => {
     const name = unique();
     const owner = "émoji 🔒 | owner";
     const lease = await createMutex(backend, { name, owner, ttl: 5_000, renew: false }).acquire();
-    const seen = await readOnly.inspect(name);
+    const seen = await readOnly.inspect({ key: name });
     expect(seen).toMatchObject({ owner, token: lease.token });
     expect(seen?.ttlLeft).toBeGreaterThan(0);
     expect(await createMutex(readOnly, { name }).holder()).toMatchObject({ owner, token: lease.token });
     await lease.release();
-    expect(await readOnly.inspect(name)).toBeNull();
+    expect(await readOnly.inspect({ key: name })).toBeNull();
   });
 
   it("acquire, renew and release reject with ERR_BACKEND_AUTH saying the token is read-only", async () => {
@@ -623,15 +626,15 @@ describe("a read-only token", () => {
       const n = nonce();
       await backend.acquire({ key: name, owner: "p", nonce: n, ttl: 5_000 });
       bridge.resetStats();
-      const first = await b.inspect(name);
+      const first = await b.inspect({ key: name });
       expect(first).toMatchObject({ owner: "p", token: 1 });
       expect(first?.ttlLeft).toBeGreaterThan(0);
       expect(bridge.stats().paths).toEqual({ "/": 1, "/pipeline": 1 });
       bridge.resetStats();
-      expect(await b.inspect(name)).toMatchObject({ owner: "p", token: 1 });
+      expect(await b.inspect({ key: name })).toMatchObject({ owner: "p", token: 1 });
       expect(bridge.stats()).toEqual({ total: 1, paths: { "/pipeline": 1 }, commands: 2 });
       await backend.release({ key: name, nonce: n });
-      expect(await b.inspect(name)).toBeNull();
+      expect(await b.inspect({ key: name })).toBeNull();
       await expect(b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 1_000 })).rejects.toThrow(
         /read-only/,
       );
@@ -706,7 +709,7 @@ describe("Upstash's limit errors fail at once", () => {
     ] as const) {
       bridge.failWith({ status, error });
       try {
-        await expect(b.inspect(unique())).rejects.toMatchObject({ status, retryable: true });
+        await expect(b.inspect({ key: unique() })).rejects.toMatchObject({ status, retryable: true });
       } finally {
         bridge.failWith(null);
       }

@@ -2,7 +2,7 @@
 // and the real redis-server that test/harness/setup/upstash.ts starts.
 import { describe, inject, it } from "vitest";
 import { upstash } from "../../../src/backends/upstash/index.ts";
-import { testBackend } from "../../../src/testing.ts";
+import { testBackend } from "../../../src/testing/index.ts";
 
 const { url, token } = inject("upstash");
 

@@ -9,6 +9,7 @@ import { upstash } from "../../../src/backends/upstash/index.ts";
 import { createElection, createMutex, type LockEvent, type MutexOptions } from "../../../src/index.ts";
 import { aborted } from "../../../src/signals.ts";
 import { sleep } from "../../../src/time.ts";
+import { renewalWindow } from "../../../src/timing.ts";
 import { checkNoSecrets, registerSecret } from "../../harness/secrets.ts";
 import { type FaultServer, startFaultServer } from "../../harness/servers/upstash-faults.ts";
 import { lockKey } from "../../harness/upstash.ts";
@@ -54,7 +55,7 @@ describe("onEvent on upstash", () => {
     const ttl = 1_500;
     const { mutex, events, types } = observed({ name, ttl, owner: "worker-1" });
     const lease = await mutex.acquire({ timeout: 5_000 });
-    await sleep(ttl * 0.45); // ttl/3 ±10 %: one background renewal
+    await sleep(renewalWindow(ttl).latest + ttl / 12); // one background renewal, at its latest
     await lease.release();
     const t = types();
     expect(t.slice(0, 3)).toEqual(["acquiring", "attempt:granted", "acquired"]);

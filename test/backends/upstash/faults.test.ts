@@ -24,7 +24,7 @@ const calls = (b: Backend, signal?: AbortSignal) => ({
   acquire: () => b.acquire({ key: "k", owner: "o", nonce: crypto.randomUUID(), ttl: 1_000, signal }),
   renew: () => b.renew({ key: "k", nonce: crypto.randomUUID(), ttl: 1_000, signal }),
   release: () => b.release({ key: "k", nonce: crypto.randomUUID(), signal }),
-  inspect: () => b.inspect("k", signal),
+  inspect: () => b.inspect({ key: "k", signal: signal }),
 });
 
 /** Runs every backend call and returns the errors; fails if any call resolves. */
@@ -217,7 +217,7 @@ describe("malformed 200 replies never yield a lease", () => {
     "inspect rejects %s",
     async (body) => {
       const b = await serve(answer(200, body));
-      await expect(b.inspect("k")).rejects.toMatchObject({ name: "BackendError" });
+      await expect(b.inspect({ key: "k" })).rejects.toMatchObject({ name: "BackendError" });
     },
   );
 });

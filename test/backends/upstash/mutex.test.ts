@@ -4,6 +4,7 @@ import { Redis } from "@upstash/redis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { createMutex, isLockError, type Lease } from "../../../src/index.ts";
+import { renewalBound, renewalWindow } from "../../../src/timing.ts";
 import { type FaultServer, startFaultServer } from "../../harness/servers/upstash-faults.ts";
 import { fenceKey, lockKey } from "../../harness/upstash.ts";
 
@@ -76,8 +77,9 @@ describe("createMutex on upstash", () => {
     const deleted = performance.now();
     expect(await sdk.del(lockKey(name))).toBe(1);
     const at = await aborted;
-    // Renewal runs every ttl/3 (±10 %): the signal aborts then, well before the local deadline.
-    expect(at - deleted).toBeLessThan(ttl * 0.6);
+    // The signal aborts at the next renewal (at its latest, plus its request's bound and 50 ms),
+    // well before the local deadline.
+    expect(at - deleted).toBeLessThan(renewalWindow(ttl).latest + renewalBound(ttl, ttl) + 50);
     expect(isLockError(lease.signal.reason) && lease.signal.reason.code).toBe("ERR_LEASE_LOST");
     await expect(lease.renew()).rejects.toMatchObject({ code: "ERR_LEASE_LOST" });
     await lease.release();

@@ -2,7 +2,7 @@
 // with fence counters that no request can bring there any more.
 import type { DurableObjectStateLike } from "../../../src/backends/cloudflare/index.ts";
 import { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
-import { slotKey } from "../../../src/semaphore.ts";
+import { slotKey } from "../../../src/slots.ts";
 
 /** The semaphore whose slot 0 starts with an exhausted fence counter in ExhaustedLock. */
 export const EXHAUSTED_SEMAPHORE = "exhausted-semaphore";

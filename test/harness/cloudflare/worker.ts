@@ -15,7 +15,7 @@
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { createSemaphore } from "../../../src/semaphore.ts";
-import { conformanceChecks } from "../../../src/testing.ts";
+import { conformanceChecks } from "../../../src/testing/index.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
 export { ExhaustedLock } from "./exhausted.ts";

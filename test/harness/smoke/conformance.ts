@@ -6,7 +6,7 @@
 // ttl − guard, and the shared workerd serves the whole suite at once (a 500 ms ttl left 393 ms,
 // which a loaded 2-core machine exceeded once). Only erasable TypeScript here (Node 24 strips it).
 import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
-import type * as TestingModule from "../../../src/testing.ts";
+import type * as TestingModule from "../../../src/testing/index.ts";
 
 export interface ConformanceLib {
   conformanceChecks: typeof TestingModule.conformanceChecks;
