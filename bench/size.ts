@@ -41,7 +41,7 @@ const ENTRIES: Record<string, Entry> = {
   core: { label: "leasehold core alone (createMutex)", code: ours("", "opts.backend") },
   memory: {
     label: "leasehold core + memory",
-    code: ours('import { memory } from "../src/backends/memory.ts";', "memory()"),
+    code: ours('import { memory } from "../src/backends/memory/index.ts";', "memory()"),
   },
   upstash: {
     label: "leasehold core + upstash",
@@ -61,7 +61,7 @@ const ENTRIES: Record<string, Entry> = {
   },
   "deno-kv": {
     label: "leasehold core + deno-kv (the Deno.Kv not counted)",
-    code: ours('import { denoKv } from "../src/backends/deno-kv.ts";', "denoKv(opts.kv)"),
+    code: ours('import { denoKv } from "../src/backends/deno-kv/index.ts";', "denoKv(opts.kv)"),
   },
   dynamodb: {
     label: "leasehold core + dynamodb",
@@ -71,7 +71,7 @@ const ENTRIES: Record<string, Entry> = {
     // A quorum needs at least three members; the members share their code, so N adds a few bytes.
     label: "leasehold core + quorum of 3 upstash members",
     code: ours(
-      'import { quorum } from "../src/backends/quorum.ts";\nimport { upstash } from "../src/backends/upstash/index.ts";',
+      'import { quorum } from "../src/backends/quorum/index.ts";\nimport { upstash } from "../src/backends/upstash/index.ts";',
       "quorum(opts.members.map((m) => upstash(m)))",
     ),
   },
@@ -99,7 +99,7 @@ export async function cycle(client) {
     label: "leasehold core + memory + election (createElection, lead)",
     code: `
 import { createElection, createMutex } from "../src/index.ts";
-import { memory } from "../src/backends/memory.ts";
+import { memory } from "../src/backends/memory/index.ts";
 export async function cycle(opts) {
   await createElection(createMutex(memory(), { name: "job" })).lead(() => {}, opts);
 }`,

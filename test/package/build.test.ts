@@ -8,7 +8,12 @@ const root = new URL("../../", import.meta.url);
 
 describe("the built package", () => {
   it("exists: npm test builds it first (run `npm run build`)", () => {
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/backends/memory.js", "dist/testing.js"]) {
+    for (const file of [
+      "dist/index.js",
+      "dist/index.d.ts",
+      "dist/backends/memory/index.js",
+      "dist/testing.js",
+    ]) {
       expect(existsSync(new URL(file, root)), file).toBe(true);
     }
   });

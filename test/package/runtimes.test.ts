@@ -15,7 +15,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { conformanceChecks } from "../../src/testing.ts";
 import { NODE24 } from "../harness/servers/runtimes.ts";
 import { OPTIONS } from "../harness/smoke/conformance.ts";

@@ -5,8 +5,8 @@ import { abortable } from "../../signals.ts";
 import { sleep } from "../../time.ts";
 import { redact, send } from "../shared/http.ts";
 import { authStatus, retryableStatus } from "../shared/options.ts";
+import { signer } from "../shared/sigv4.ts";
 import type { Config } from "./options.ts";
-import { signer } from "./sigv4.ts";
 
 export const NAME = "dynamodb";
 

@@ -33,10 +33,10 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
-import { BackendError, fenceExhausted } from "../errors.ts";
-import { check } from "../options.ts";
-import { abortable } from "../signals.ts";
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError, fenceExhausted } from "../../errors.ts";
+import { check } from "../../options.ts";
+import { abortable } from "../../signals.ts";
 
 /** A Deno KV key part. */
 export type KvKeyPart = string | number | bigint | boolean | Uint8Array;

@@ -46,11 +46,11 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
-import { BackendError } from "../errors.ts";
-import { check, checkSignal, fail, isNumber } from "../options.ts";
-import { linkedSignal, noAnswer, requestSignal } from "../signals.ts";
-import { now, timer } from "../time.ts";
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { check, checkSignal, fail, isNumber } from "../../options.ts";
+import { linkedSignal, noAnswer, requestSignal } from "../../signals.ts";
+import { now, timer } from "../../time.ts";
 
 /** Options of {@link quorum}. */
 export interface QuorumOptions {
