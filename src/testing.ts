@@ -248,9 +248,10 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
         );
         assert(!renewed, "the old holder's renew() did not reject with LeaseLostError");
         await lease.release();
+        const after = await b.holder();
         assert(
-          (await b.holder())?.token === next.token,
-          "the old holder's release freed the new holder's lock",
+          after?.token === next.token,
+          `the old holder's release freed the new holder's lock (holder() answered ${JSON.stringify(after)}, the new lease's token is ${next.token})`,
         );
         await next.release();
       },

@@ -578,13 +578,19 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
           let best: HolderInfo[] = [];
           for (const g of groups.values()) if (g.length > best.length) best = g;
           if (best.length >= q) {
-            const left = best.map((h) => h.ttlLeft).filter((t): t is number => t !== undefined);
-            // The token most of them report: the lease's, where a member's counter lagged (not
-            // raised yet) or a member healed itself above it (a renewal's rejoin).
+            // The lease's token is the one its quorum of grants holds (those below it were raised
+            // before it was handed out). A member may hold the lease under another token: a late
+            // grant from a member whose counter was ahead, or a renewal's rejoin (higher); a late
+            // grant not raised yet (lower). So the token a quorum reports, hearing the rest while
+            // fewer agree; when all answered and none has a quorum, the most reported, the lower
+            // on a tie (a higher one is a counter that was ahead, which stays; a lower one is
+            // raised soon).
             const votes = (t: number) => best.filter((h) => h.token === t).length;
             const token = best
               .map((h) => h.token)
-              .reduce((x, y) => (votes(y) > votes(x) || (votes(y) === votes(x) && y > x) ? y : x));
+              .reduce((x, y) => (votes(y) > votes(x) || (votes(y) === votes(x) && y < x) ? y : x));
+            if (votes(token) < q && pending > 0) return undefined;
+            const left = best.map((h) => h.ttlLeft).filter((t): t is number => t !== undefined);
             const { owner } = best[0]!;
             return left.length ? { owner, token, ttlLeft: Math.min(...left) } : { owner, token };
           }

@@ -205,6 +205,43 @@ describe("quorum(): members that fail", () => {
     await again.release();
   });
 
+  it("holder() reports the lease's token when a member holds it under another (a late grant from a counter that was ahead)", async () => {
+    const lock = name();
+    const slow = startFaultProxy(dbs[1]!.url);
+    try {
+      const ahead = await proxy.client("ahead");
+      const delayed = await slow.client("slow");
+      // Member 2's counter for the lock is 5 ahead of the others'.
+      for (let i = 0; i < 5; i++) {
+        const nonce = crypto.randomUUID();
+        expect(await member(dbs[3]!).acquire({ key: lock, owner: "x", nonce, ttl: 2_000 })).toMatchObject({
+          ok: true,
+        });
+        await member(dbs[3]!).release({ key: lock, nonce });
+      }
+      const q = quorum([
+        member(dbs[0]!),
+        upstash({ url: delayed, token: dbs[1]!.token }),
+        upstash({ url: ahead, token: dbs[3]!.token }),
+      ]);
+      // Member 2 grants late: the quorum is members 0 and 1 (token 1); member 2 joins with 6.
+      proxy.setRule((req) => (req.body.includes("INCR") ? { kind: "delay", ms: 300 } : undefined));
+      const m = createMutex(q, { name: lock, owner: "q", ttl: 10_000 });
+      const lease = await m.acquire();
+      expect(lease.token).toBe(1);
+      await expect.poll(() => member(dbs[3]!).inspect(lock)).toMatchObject({ owner: "q", token: 6 });
+      proxy.setRule(undefined);
+      // Member 1 answers last: the first two answers (tokens 1 and 6) disagree.
+      slow.setRule(() => ({ kind: "delay", ms: 300 }));
+      expect(await m.holder()).toMatchObject({ owner: "q", token: 1 });
+      slow.setRule(undefined);
+      await lease.release();
+    } finally {
+      proxy.setRule(undefined);
+      await slow.stop();
+    }
+  });
+
   it("counters that drifted apart: the token is the largest grant, those behind are raised in one more round trip; in step again, one round trip", async () => {
     const lock = name();
     const slow = startFaultProxy(dbs[1]!.url);

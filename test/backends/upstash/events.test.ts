@@ -103,7 +103,13 @@ describe("onEvent on upstash", () => {
     await expect(mutex.acquire({ timeout: 300 })).rejects.toMatchObject({ code: "ERR_LOCK_TIMEOUT" });
     const n = types().length - 2;
     expect(n).toBeGreaterThanOrEqual(2);
-    expect(types()).toEqual(["acquiring", ...Array(n).fill("attempt:taken"), "acquire-failed"]);
+    // The timeout may cut the last attempt's request short (on a loaded machine, say): then that
+    // attempt is a retryable error, and the acquire still fails with the timeout.
+    const last = events.at(-2);
+    const cut = last?.type === "attempt" && last.outcome === "error";
+    if (cut) expect(last).toMatchObject({ retryable: true });
+    const attempts = [...Array(cut ? n - 1 : n).fill("attempt:taken"), ...(cut ? ["attempt:error"] : [])];
+    expect(types()).toEqual(["acquiring", ...attempts, "acquire-failed"]);
     expect(events.at(-1)).toMatchObject({ code: "ERR_LOCK_TIMEOUT", attempts: n });
     await held.release();
   });
