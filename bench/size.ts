@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { build, version as esbuildVersion, type Metafile } from "esbuild";
+import { BACKENDS, entryOf } from "../scripts/backends.mjs";
 
 export interface SizeRow {
   id: string;
@@ -176,6 +177,11 @@ export async function sizeOfSrc(src: string): Promise<{ upstash: number; azure: 
 }
 
 export async function runSize(): Promise<SizeResult> {
+  // Every backend of the table (scripts/backends.mjs) has its entry here.
+  for (const row of BACKENDS) {
+    if (!Object.values(ENTRIES).some(({ code }) => code.includes(`"../${entryOf(row)}"`)))
+      throw new Error(`bench/size.ts: no entry imports ${entryOf(row)} (the ${row.name} backend)`);
+  }
   const rows: SizeRow[] = [];
   for (const [id, { label, code, node }] of Object.entries(ENTRIES)) {
     const out = await bundle(code, node);
