@@ -6,8 +6,9 @@
 //   - console.* is patched to scan everything printed (errors with their causes and stacks);
 //   - unhandled rejections and uncaught exceptions are scanned too;
 //   - afterAll fails the file if any scanned text contains a secret.
-// Secrets: the injected ones (scripts/backends.mjs names them per backend), everything registered through
-// registerSecret() (tests that make up wrong tokens, SAS signatures, bearer tokens), and, without
+// Secrets: the injected ones and the secret environment variables (scripts/backends.mjs names
+// them per backend), everything registered through registerSecret() (tests that make up wrong
+// tokens, SAS signatures, bearer tokens), and, without
 // registration, anything shaped like a SAS signature (`sig=...`), a bearer token, a JWT, an
 // `AccountKey=...`. (A SharedKey request signature is not treated as a secret: it authorizes only
 // that one request, and a fetch that echoes its headers shows it today.)
@@ -148,6 +149,11 @@ for (const row of BACKENDS) {
       .reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], ctx);
     if (typeof value === "string" && value !== "") registerSecret(value);
   }
+}
+// And the secret environment variables a backend reads, when this process has them.
+for (const name of new Set(BACKENDS.flatMap((row) => row.env))) {
+  const value = process.env[name];
+  if (value !== undefined && value.length >= 6) registerSecret(value);
 }
 
 // console.*: scan what is printed, print it unchanged.
