@@ -1,5 +1,6 @@
 // The backend the environment and the flags describe.
 import type { Backend } from "../src/backend.ts";
+import { parseConnectionString } from "../src/backends/azure-blob/auth.ts";
 import { azureBlob } from "../src/backends/azure-blob/index.ts";
 import { fromEnv } from "../src/backends/upstash/index.ts";
 import type { Options } from "./args.ts";
@@ -43,16 +44,12 @@ export function backendFrom(o: Options, env: Record<string, string | undefined>)
     if (missing.length > 0) throw new UsageError(`the azure-blob backend needs ${missing.join(" and ")}`);
     const connectionString = env[ENV.azure]!;
     secrets.push(connectionString);
-    for (const part of connectionString.split(";")) {
-      const eq = part.indexOf("=");
-      if (/^(AccountKey|SharedAccessSignature)$/i.test(part.slice(0, eq).trim())) {
-        const value = part.slice(eq + 1).trim();
-        secrets.push(value, encodeURIComponent(value));
-        const sig = /(?:^|&)sig=([^&]+)/.exec(value)?.[1];
-        if (sig) secrets.push(sig, decodeURIComponent(sig));
-      }
-    }
     try {
+      // The backend's own parser: its key and SAS (and the SAS's signature, in both forms) are secrets.
+      const { accountKey, sasToken } = parseConnectionString(connectionString);
+      for (const value of [accountKey, sasToken]) if (value) secrets.push(value);
+      const sig = sasToken && /(?:^|&)sig=([^&]+)/.exec(sasToken)?.[1];
+      if (sig) secrets.push(sig, decodeURIComponent(sig));
       return azureBlob({ connectionString, container: container!, createContainer: o.createContainer });
     } catch (error) {
       throw new UsageError(`${ENV.azure} / --container: ${messageOf(error)}`);

@@ -1,6 +1,6 @@
 // What the command line prints: to stderr, never a secret, and never able to end supervision.
 import process from "node:process";
-import { redact as redactWith } from "../src/backends/shared/http.ts";
+import { redact as redactWith } from "../src/backends/shared/redact.ts";
 
 /** A usage or configuration problem: printed, exit 2. */
 export class UsageError extends Error {}

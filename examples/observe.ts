@@ -1,7 +1,7 @@
 // Lock events as OpenTelemetry metrics: a counter of acquire attempts by outcome, histograms of the
 // time waited for a lock and of renewal latency, and a counter of lost leases by reason. Pass
 // `metrics.getMeter("my-app")` from @opentelemetry/api (its Meter fits the interface below), or
-// any meter with the same two methods. README.md, "Observing locks", shows this same code, and
+// any meter with the same two methods. docs/events.md, "Observing locks", shows this same code, and
 // test/core/events-example.test.ts runs it and checks that both stay the same.
 import type { LockEvent } from "leasehold";
 

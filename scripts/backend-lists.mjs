@@ -3,8 +3,9 @@
 // (scripts/backends.mjs), never typed by hand. Each region between
 //   <!-- generated:backends:NAME -->  and  <!-- /generated:backends:NAME -->
 // is rewritten with list NAME:
-//   install  a table: import path | what it is | runtimes | docs page
-//   list     a bullet list of the backends, each with its docs page
+//   install  a table of every entry (the core, the backends, the suite): import path | what it is |
+//            runtimes | docs page
+//   list     a bullet list of the backends, each linked to its docs page, with its summary
 // Run: node scripts/backend-lists.mjs           rewrites the regions
 //      node scripts/backend-lists.mjs --check   fails when one is not what it would write
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -15,25 +16,47 @@ import { BACKENDS, docsOf } from "./backends.mjs";
 const root = fileURLToPath(new URL("../", import.meta.url));
 const check = process.argv.includes("--check");
 
-/** A link from the Markdown file `from` (relative to the root) to the docs page of `row`. */
-const link = (from, row) => {
-  const target = relative(dirname(from), docsOf(row)).replaceAll("\\", "/");
-  return `[${row.name}](${target.startsWith(".") ? target : `./${target}`})`;
+/** A link from the Markdown file `from` (relative to the root) to `target` (relative to the root). */
+const link = (from, text, target) => `[${text}](${relative(dirname(from), target).replaceAll("\\", "/")})`;
+
+const RUNTIMES = { node: "Node", bun: "Bun", deno: "Deno", workerd: "Workers" };
+/** Where a backend runs, in words. */
+const where = (row) => row.where ?? row.runtimes.map((r) => RUNTIMES[r]).join(", ");
+
+/** The entries that are no backend, for the install table: the core first, the suite last. */
+const CORE = {
+  spec: "leasehold",
+  description: "the core: `createMutex`, `createSemaphore`, `createElection`, errors, types",
+  where: "Node, Bun, Deno, Workers",
+  docs: ["API", "docs/api.md"],
+};
+const TESTING = {
+  spec: "leasehold/testing",
+  description: "the conformance suite for a backend of your own",
+  where: "your test runner (vitest, `node:test`, …)",
+  docs: ["your own backend", "docs/backends/your-own.md"],
 };
 
 /** @type {Record<string, (from: string) => string>} */
 const LISTS = {
   install: (from) => {
-    const rows = BACKENDS.map((row) => [
-      `\`leasehold/${row.name}\``,
-      row.description,
-      row.runtimes.join(", "),
-      link(from, row),
-    ]);
-    return table(["import", "what it is", "runtimes", "docs"], rows);
+    const entries = [
+      CORE,
+      ...BACKENDS.map((row) => ({
+        spec: `leasehold/${row.name}`,
+        description: row.description,
+        where: where(row),
+        docs: [row.name, docsOf(row)],
+      })),
+      TESTING,
+    ];
+    const rows = entries.map((e) => [`\`${e.spec}\``, e.description, e.where, link(from, ...e.docs)]);
+    return table(["import path", "what it is", "runtimes", "docs"], rows);
   },
   list: (from) =>
-    BACKENDS.map((row) => `- \`leasehold/${row.name}\`: ${row.description} (${link(from, row)})`).join("\n"),
+    BACKENDS.map((row) => `- ${link(from, `\`leasehold/${row.name}\``, docsOf(row))}: ${row.summary}.`).join(
+      "\n",
+    ),
 };
 
 /** A Markdown table with aligned columns, as the formatter leaves it. */

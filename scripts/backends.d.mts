@@ -9,6 +9,8 @@ export interface BackendRow {
   readonly runtimes: readonly Runtime[];
   readonly markers: readonly RegExp[];
   readonly description: string;
+  readonly summary: string;
+  readonly where?: string;
 }
 export declare const BACKENDS: readonly BackendRow[];
 export declare function subpathOf(row: BackendRow): string;

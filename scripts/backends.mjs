@@ -18,7 +18,10 @@
  * @property {readonly Runtime[]} runtimes The runtimes the test suite runs it on.
  * @property {readonly RegExp[]} markers Strings only its code contains (protocol text that survives
  *   minification), by which check-bundles finds it in another entry's bundle.
- * @property {string} description What it is, in one line.
+ * @property {string} description What it is, in one line (the install table in README and docs).
+ * @property {string} summary What it is, in a few words (the bullet lists of backends).
+ * @property {string} [where] Where it runs, in words, when the list of `runtimes` does not say it
+ *   well (a backend over the user's client runs where the client does).
  */
 
 /** @type {readonly BackendRow[]} */
@@ -31,7 +34,8 @@ export const BACKENDS = [
     env: [],
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/"memory"/],
-    description: "in one process: tests, several workers in one process, trying leasehold out",
+    description: "an in-process store: tests, several workers in one process",
+    summary: "one isolated in-process store",
   },
   {
     name: "upstash",
@@ -42,7 +46,8 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     // The Lua scripts are shared (src/backends/shared/redis-scripts.ts): EVAL_RO is upstash's own.
     markers: [/"upstash"/, /EVAL_RO/],
-    description: "Upstash Redis over its REST API, through fetch",
+    description: "Upstash Redis over its REST API, `fetch` only",
+    summary: "Upstash Redis over its REST API",
   },
   {
     name: "azure-blob",
@@ -52,7 +57,8 @@ export const BACKENDS = [
     env: ["AZURE_STORAGE_CONNECTION_STRING"],
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/azure/i, /x-ms-lease/],
-    description: "Azure Blob Storage leases over its REST API, through fetch",
+    description: "Azure Storage blob leases, `fetch` only",
+    summary: "Azure Storage blob leases",
   },
   {
     name: "redis",
@@ -62,7 +68,9 @@ export const BACKENDS = [
     env: [],
     runtimes: ["node", "bun"],
     markers: [/"redis"/, /NOSCRIPT/],
-    description: "Redis through your own client: ioredis, node-redis, Bun's, @upstash/redis",
+    description: "Redis through your client (ioredis, node-redis, Bun's, `@upstash/redis`)",
+    summary: "Redis over the client your app already has",
+    where: "where your client runs (tested: Node, Bun)",
   },
   {
     name: "postgres",
@@ -72,7 +80,9 @@ export const BACKENDS = [
     env: [],
     runtimes: ["node", "bun"],
     markers: [/"postgres"/, /ON CONFLICT/],
-    description: "PostgreSQL through your own client: pg, postgres.js, Bun's SQL",
+    description: "PostgreSQL through your driver (pg, postgres.js, Bun's SQL, Neon)",
+    summary: "PostgreSQL over the driver your app already has",
+    where: "where your driver runs (tested: Node, Bun)",
   },
   {
     name: "quorum",
@@ -82,7 +92,9 @@ export const BACKENDS = [
     env: [],
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/"quorum"/, /a quorum is/],
-    description: "a quorum of N ≥ 3 other backends, which survives some of them failing",
+    description: "one lock over N ≥ 3 independent backends",
+    summary: "one lock over N ≥ 3 independent backends",
+    where: "those of its members",
   },
   {
     name: "deno-kv",
@@ -92,7 +104,9 @@ export const BACKENDS = [
     env: [],
     runtimes: ["deno", "node", "bun"],
     markers: [/"deno-kv"/, /versionstamp/],
-    description: "Deno KV: Deno.openKv, Deno Deploy, or @deno/kv on Node and Bun",
+    description: "Deno KV (`Deno.openKv()`, Deno Deploy, or `@deno/kv`)",
+    summary: "Deno KV, locks expired by observation",
+    where: "Deno; Node and Bun through `@deno/kv`",
   },
   {
     name: "cloudflare",
@@ -102,7 +116,9 @@ export const BACKENDS = [
     env: ["LEASEHOLD_TOKEN"],
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/LeaseholdLock/, /leasehold\.internal/],
-    description: "a Cloudflare Durable Object: its binding inside Workers, its route from elsewhere",
+    description: "a Cloudflare Durable Object per lock, waiters in line",
+    summary: "a Cloudflare Durable Object per lock",
+    where: "Workers (binding); Node, Bun, Deno through the Worker's route",
   },
   {
     name: "dynamodb",
@@ -113,7 +129,8 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     // The SigV4 signer is shared (src/backends/shared/sigv4.ts): these markers are DynamoDB's own.
     markers: [/DynamoDB_20120810/, /ConditionalCheckFailedException/],
-    description: "Amazon DynamoDB over its JSON API, signed with SigV4 through WebCrypto",
+    description: "Amazon DynamoDB over its JSON API, `fetch` only",
+    summary: "Amazon DynamoDB, locks expired by observation",
   },
 ];
 

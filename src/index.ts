@@ -1,7 +1,9 @@
 /**
  * leasehold: a distributed mutex, semaphore and leader election for every runtime with `fetch`.
- * Backends live in their own entry points: `leasehold/memory`, `leasehold/upstash`,
- * `leasehold/azure-blob`.
+ * Backends live in their own entry points, one per store: `leasehold/memory`, `leasehold/upstash`,
+ * `leasehold/azure-blob`, `leasehold/redis`, `leasehold/postgres`, `leasehold/quorum`,
+ * `leasehold/deno-kv`, `leasehold/cloudflare` and `leasehold/dynamodb` (the README's install
+ * table says what each is and where it runs); `leasehold/testing` checks a backend of your own.
  *
  * @module
  */

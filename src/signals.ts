@@ -51,7 +51,7 @@ export interface Bounded {
  */
 export function requestSignal(backend: string, op: string, ms: number, parent?: AbortSignal): Bounded {
   const ctrl = new AbortController();
-  // Not unref'ed: the request it bounds keeps the process alive anyway, and unref costs µs on Node.
+  // Not unref'ed: the request it bounds keeps the process alive anyway, and unref has a cost on Node.
   const cancel = timer(ms, () => ctrl.abort(noAnswer(backend, op, ms)), true);
   // Ended early: the timer goes too (a backend that ignores the signal must not keep it armed).
   const abort = (reason: unknown) => {

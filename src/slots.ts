@@ -4,7 +4,11 @@
 /** The largest `limit` of a semaphore. */
 export const MAX_LIMIT = 1_000;
 
-/** Between a semaphore's name and a slot number in the slot's lock key: `name:permit:3`. */
+/**
+ * Between a semaphore's name and a slot number in the slot's lock key: `name:permit:3` (a permit
+ * is the lease held in a slot). A stored format: changing it would break live locks across
+ * versions, so the word stays `permit` where the code says slot.
+ */
 const SLOT = ":permit:";
 
 /** A slot key: the semaphore's name, `:permit:`, and the slot in decimal digits. */

@@ -1,6 +1,6 @@
 // examples/observe.ts (lock events as OpenTelemetry metrics) run against a recording meter on the
 // memory backend: the attempts counted by outcome, the wait and the renewal latency recorded, a
-// loss counted by reason. And README.md shows that same code.
+// loss counted by reason. And docs/events.md shows that same code.
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { lockMetrics, type Meter } from "../../examples/observe.ts";
@@ -62,12 +62,12 @@ describe("examples/observe.ts", () => {
     ]);
   });
 
-  it("README.md, Observing locks, shows the example's code", () => {
+  it("docs/events.md, Observing locks, shows the example's code", () => {
     const root = new URL("../../", import.meta.url);
     const example = readFileSync(new URL("examples/observe.ts", root), "utf8");
     const code = example.replace(/^(\/\/.*\n)+/, "");
-    const readme = readFileSync(new URL("README.md", root), "utf8");
-    const blocks = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+    const page = readFileSync(new URL("docs/events.md", root), "utf8");
+    const blocks = [...page.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
     expect(blocks).toContain(code);
   });
 });

@@ -7,7 +7,7 @@ import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
 
 /** The key of lock `name`: the hash tag keeps a lock's keys in one cluster slot. */
 export const lockKey = (name: string): string => `leasehold:{${name}}`;
-/** The key of lock `name`'s fencing counter. */
+/** The key of lock `name`'s fence counter. */
 export const fenceKey = (name: string): string => `leasehold:{${name}}:fence`;
 
 /** An independent Upstash-like database: its own redis-server behind its own bridge. */

@@ -1,5 +1,5 @@
-// Over 300 lines on purpose: the backend keeps its state (the blob type the account takes) in
-// one closure with its fence step; options, requests and credentials are in their own files.
+// One long file for one closure: the backend's state (fence memory, blob type) and its fence step.
+// (Options, requests and credentials are in their own files.)
 /**
  * The Azure Blob Storage backend: one blob per lock name, held with a blob lease. Speaks the
  * REST API over `fetch` only (SharedKey signed with WebCrypto, SAS or bearer tokens), so it runs
@@ -101,7 +101,7 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
 export function azureBlob(options: AzureBlobOptions): Backend {
   const resolved = resolveOptions(options);
   const { container, prefix, createContainer, blobType: fixedType } = resolved;
-  const { call, failure } = containerOf(resolved);
+  const { call, httpError } = containerOf(resolved);
   // The type new lock blobs are created as; unset blobType starts with page and switches once.
   let createPage = fixedType !== "block";
   let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
@@ -130,7 +130,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   async function read(op: string, key: string, path: string, signal: AbortSignal | undefined) {
     const r = await head(path, signal);
     if (r.status === 404) return undefined;
-    if (r.status !== 200) throw failure(op, key, r);
+    if (r.status !== 200) throw httpError(op, key, r);
     return blobState(r, true)!;
   }
 
@@ -150,7 +150,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       }
       const r = await call("PUT", "?restype=container", {}, signal);
       if (r.status !== 201 && !(r.status === 409 && errorCode(r) === "ContainerAlreadyExists")) {
-        throw failure("create container for", key, r);
+        throw httpError("create container for", key, r);
       }
     } else if (code !== "BlobNotFound") {
       return;
@@ -176,7 +176,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     }
     if (r.status === 404 && rc === "ContainerNotFound") return create(key, path, rc, signal);
     const kind = refusedBy(r, page);
-    if (kind === undefined) throw failure("create blob for", key, r);
+    if (kind === undefined) throw httpError("create blob for", key, r);
     const refusal = `${page ? "page" : "block"} blobs (HTTP ${r.status} ${rc}: ${kind})`;
     if (page && fixedType === undefined) {
       pageRefusal = refusal;
@@ -282,7 +282,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       if (replies.some(notOurs)) return null;
       const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
       const bad = replies.find((r) => r.status !== 200 && !stale(r));
-      if (bad) throw failure(op, key, bad);
+      if (bad) throw httpError(op, key, bad);
       if (replies.some(stale)) {
         state = undefined;
         continue;
@@ -336,7 +336,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           break;
         }
         if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
-        if (r.status !== 404 || attempt === 2) throw failure("acquire", key, r);
+        if (r.status !== 404 || attempt === 2) throw httpError("acquire", key, r);
         await create(key, path, errorCode(r), signal);
       }
       // The lease is ours. When it turns out lost, and on any failure, give it back in the
@@ -356,14 +356,14 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       const r = await lease(pathOf(key), "renew", nonce, signal);
       if (r.status === 200) return true;
       if (notOurs(r)) return false;
-      throw failure("renew", key, r);
+      throw httpError("renew", key, r);
     },
 
     async release({ key, nonce, signal }): Promise<void> {
       checkNonce(nonce);
       const r = await lease(pathOf(key), "release", nonce, signal);
       if (r.status === 200 || notOurs(r)) return;
-      throw failure("release", key, r);
+      throw httpError("release", key, r);
     },
 
     async raiseFence({ key, owner, nonce, token, signal }): Promise<boolean> {

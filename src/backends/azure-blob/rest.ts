@@ -1,8 +1,9 @@
 // The azure-blob backend's REST layer: one signed request to a container, the error it maps to,
 // and how to read Azure's answers (error codes, blob state, lease answers).
 import { BackendError } from "../../errors.ts";
-import { type HttpReply, redact, scrub, send } from "../shared/http.ts";
+import { type HttpReply, send } from "../shared/http.ts";
 import { authStatus, retryableStatus } from "../shared/options.ts";
+import { redact, scrub } from "../shared/redact.ts";
 import { NAME, type ResolvedOptions, VERSION } from "./options.ts";
 
 /** Azure's error code, such as `LeaseAlreadyPresent`; anything else (a proxy echoing the request) is dropped. */
@@ -17,7 +18,7 @@ export function decimal(r: HttpReply, name: string): number {
   return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
 }
 
-/** What a HEAD says about a lock blob: its type, ETag, owner (as stored), fencing counter and lease. */
+/** What a HEAD says about a lock blob: its type, ETag, owner (as stored), fence counter and lease. */
 export interface BlobState {
   page: boolean;
   /** The HEAD named the type (else `page` is a guess, see {@link blobState}). */
@@ -98,7 +99,7 @@ type Call = (
 export interface Container {
   call: Call;
   /** The BackendError for an unexpected answer `r` to `op` on lock `key`. */
-  failure(op: string, key: string, r: HttpReply): BackendError;
+  httpError(op: string, key: string, r: HttpReply): BackendError;
 }
 
 /** The requests of one backend instance. */
@@ -132,7 +133,7 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     return send(NAME, fetchFn, req.url, { method, headers: req.headers, signal }, secrets);
   };
 
-  function failure(op: string, key: string, r: HttpReply): BackendError {
+  function httpError(op: string, key: string, r: HttpReply): BackendError {
     const code = redact(errorCode(r), secrets);
     const refused = authStatus(r.status);
     const hint = refused
@@ -149,5 +150,5 @@ export function container({ auth, containerUrl, fetchFn }: ResolvedOptions): Con
     );
   }
 
-  return { call, failure };
+  return { call, httpError };
 }

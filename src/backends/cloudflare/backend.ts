@@ -3,8 +3,10 @@
 import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
-import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
+import { malformed as malformedReply } from "../shared/errors.ts";
+import { sendJson } from "../shared/http.ts";
 import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
+import { redact } from "../shared/redact.ts";
 import { EXHAUSTED, type LockRequest, MAX_RAISE, NAME, objectOf, type Replies, slotsOf } from "./protocol.ts";
 
 /** A Durable Object stub's `fetch`, as leasehold calls it. */
@@ -154,7 +156,8 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     return body as Replies[K];
   }
 
-  const malformed = (value: unknown): BackendError => malformedReply(NAME, value, secrets);
+  const malformed = (value: unknown): BackendError =>
+    malformedReply(NAME, value, (text) => redact(text, secrets), 200);
 
   function acquired(r: Replies["acquire"]): AcquireResult {
     // A token past the safe range (an object from before MAX_RAISE) is passed on: the core
@@ -229,7 +232,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       check(
         token <= MAX_RAISE,
         WHERE,
-        `token must be at most ${MAX_RAISE} (2^52): the Durable Object refuses a higher raise, so that no sequence of requests can exhaust a lock's fence`,
+        `token must be at most ${MAX_RAISE} (2^52): the Durable Object refuses a higher raise, so that no sequence of requests can exhaust a lock's fence counter`,
         RangeError,
       );
       const r = await call({ op: "raise", key, nonce, token }, signal);

@@ -1,6 +1,6 @@
 /**
  * The Cloudflare Durable Objects backend: a strongly consistent lock on the edge. One Durable
- * Object per lock name holds the lease and the fencing counter in its transactional storage, so
+ * Object per lock name holds the lease and the fence counter in its transactional storage, so
  * there is no replica to fail over to and no token can go back; waiters are served first come,
  * first served, and woken on release instead of polling.
  *

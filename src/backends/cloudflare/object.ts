@@ -1,5 +1,5 @@
-// Over 300 lines on purpose: the leases, the lines of waiters, the alarm and their storage are one
-// state machine in one class; the wire format is in protocol.ts, the route in handler.ts.
+// One long file for one state machine: the leases, lines of waiters, alarm and storage live in one class.
+// (The wire format is in protocol.ts, the route in handler.ts.)
 // LeaseholdLock: the Durable Object that holds one lock, or all the slots of one semaphore. Typed
 // structurally, so this file loads on every runtime; workerd constructs it with its real state object.
 import { slotKey, slotOf } from "../../slots.ts";
@@ -107,7 +107,7 @@ interface Lock {
  *   counter that reached Number.MAX_SAFE_INTEGER all the same (raised there before that bound)
  *   grants nothing more: an acquire that would be granted (and each waiter in line, when the
  *   lock is freed) is refused with HTTP 409, which the backend reports as a non-retryable error
- *   naming the exhausted fence.
+ *   naming the exhausted fence counter.
  */
 export class LeaseholdLock {
   readonly #storage: DurableObjectStorageLike;

@@ -8,7 +8,7 @@
  *
  * Keys, for a lock named `n` and the default prefix `["leasehold"]`: `["leasehold", "lock", n]`
  * holds the lease (`{ nonce, owner, token, ttl }` as a JSON string), deleted on release, and
- * `["leasehold", "fence", n]` the fencing counter (a decimal string) that never goes away, written
+ * `["leasehold", "fence", n]` the fence counter (a decimal string) that never goes away, written
  * in the same atomic commit as the lease. Every read is strongly consistent. Values are strings
  * (the lease as ASCII JSON) so that one database can be read from Deno, Node and Bun alike (on
  * Bun, open it with `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only, of at
@@ -38,7 +38,7 @@ import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { abortable } from "../../signals.ts";
 import type { KvEntryLike, KvKey, KvLike } from "./kv.ts";
-import { foreign, type Lease, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
+import { foreign, type LeaseRecord, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
 
 export type { KvAtomicLike, KvEntryLike, KvKey, KvKeyPart, KvLike } from "./kv.ts";
 
@@ -81,7 +81,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and
   // release commit against it at once, without a read (the commit fails if it changed since).
   const written = new Map<string, KvEntryLike>();
-  const wrote = (lease: Lease, value: string, versionstamp: string | undefined): void => {
+  const wrote = (lease: LeaseRecord, value: string, versionstamp: string | undefined): void => {
     written.delete(lease.nonce);
     if (versionstamp) written.set(lease.nonce, { value, versionstamp });
     if (written.size > 4_096) written.delete(written.keys().next().value as string);
@@ -115,7 +115,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   };
 
   /** Commits `lease` in place of the current one if nothing changed since `entry` was read. */
-  async function rewrite(key: string, entry: KvEntryLike, lease: Lease, signal?: AbortSignal) {
+  async function rewrite(key: string, entry: KvEntryLike, lease: LeaseRecord, signal?: AbortSignal) {
     const value = stored(lease);
     const r = await io(
       "write",
@@ -133,7 +133,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   }
 
   /** The lease in `lock` when `nonce` holds it; else forgets what this backend wrote for `nonce`. */
-  const ours = (lock: KvEntryLike, nonce: string): Lease | undefined => {
+  const ours = (lock: KvEntryLike, nonce: string): LeaseRecord | undefined => {
     const held = leaseOf(lock);
     if (held?.nonce === nonce) return held;
     written.delete(nonce);
@@ -146,7 +146,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     key: string,
     lock: KvEntryLike,
     fence: KvEntryLike,
-    lease: Lease,
+    lease: LeaseRecord,
     next: number,
     signal?: AbortSignal,
   ): Promise<boolean> {

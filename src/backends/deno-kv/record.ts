@@ -7,8 +7,8 @@ import type { KvEntryLike, KvLike } from "./kv.ts";
 export const NAME = "deno-kv";
 export const WHERE: string = `[${NAME}]`;
 
-/** A lease as this backend stores it under its lock key. */
-export interface Lease {
+/** A lease as stored in the lock's entry (not the public `Lease` handle). */
+export interface LeaseRecord {
   nonce: string;
   owner: string;
   token: number;
@@ -26,7 +26,7 @@ interface SerializerLike {
  * ASCII. `@deno/kv`'s makeLimitedV8Serializer (the one Bun needs) reads the characters U+0080 to
  * U+00FF back wrong (an owner "José" came back as "Jos\uFFFD"); JSON.parse reads both forms.
  */
-const recordOf = (lease: Lease): string =>
+const recordOf = (lease: LeaseRecord): string =>
   JSON.stringify(lease).replace(
     /[\u0080-\uffff]/g,
     (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
@@ -39,12 +39,12 @@ export const foreign = (what: string): BackendError =>
   });
 
 /** The lease an entry holds: null when none; a value leasehold did not write is an error. */
-export function leaseOf(entry: KvEntryLike | undefined): Lease | null {
+export function leaseOf(entry: KvEntryLike | undefined): LeaseRecord | null {
   const v = entry?.value;
   if (v === null || v === undefined) return null;
-  let lease: Partial<Lease> | undefined;
+  let lease: Partial<LeaseRecord> | undefined;
   try {
-    lease = typeof v === "string" ? (JSON.parse(v) as Partial<Lease>) : undefined;
+    lease = typeof v === "string" ? (JSON.parse(v) as Partial<LeaseRecord>) : undefined;
   } catch {}
   if (
     typeof lease?.nonce !== "string" ||
@@ -54,14 +54,14 @@ export function leaseOf(entry: KvEntryLike | undefined): Lease | null {
   ) {
     throw foreign("lock");
   }
-  return lease as Lease;
+  return lease as LeaseRecord;
 }
 
 /**
  * The record of a lease as written to `kv`, refused (RangeError) when its serializer would not
  * read it back.
  */
-export function recordWriter(kv: KvLike): (lease: Lease) => string {
+export function recordWriter(kv: KvLike): (lease: LeaseRecord) => string {
   // A record this KV's serializer would not read back is refused before it is written, rather than
   // leave a lock nobody can read: makeLimitedV8Serializer writes a string's length in one byte.
   const serializer = kv as KvLike & SerializerLike;
@@ -75,7 +75,7 @@ export function recordWriter(kv: KvLike): (lease: Lease) => string {
           }
         }
       : () => true;
-  return (lease: Lease): string => {
+  return (lease: LeaseRecord): string => {
     const value = recordOf(lease);
     check(
       readsBack(value),

@@ -3,8 +3,9 @@
 import { BackendError } from "../../errors.ts";
 import { abortable } from "../../signals.ts";
 import { sleep } from "../../time.ts";
-import { redact, send } from "../shared/http.ts";
+import { send } from "../shared/http.ts";
 import { authStatus, retryableStatus } from "../shared/options.ts";
+import { redact } from "../shared/redact.ts";
 import { signer } from "../shared/sigv4.ts";
 import type { Config } from "./options.ts";
 

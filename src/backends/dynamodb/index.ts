@@ -8,7 +8,7 @@
  * compare-and-set on that version (docs/DESIGN.md §14). A crashed holder's lock is taken over
  * about ttl + 1 % after a contender first looks at it; a released one is free at once.
  *
- * One item per lock, partition key `pk` = prefix + name: `fence` (Number, the fencing counter,
+ * One item per lock, partition key `pk` = prefix + name: `fence` (Number, the fence counter,
  * kept after release so tokens keep increasing), and while held `holder` (the lease's nonce),
  * `owner`, `ver` (a random version, new with every write) and `ttl` (ms). Every write is one
  * conditional `UpdateItem`; `inspect` is one strongly consistent `GetItem`. A refused acquire
@@ -30,6 +30,7 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
+import { malformed as malformedReply } from "../shared/errors.ts";
 import { client, type Item, NAME, type Reply } from "./client.ts";
 import { config, type DynamoDBOptions } from "./options.ts";
 
@@ -64,20 +65,19 @@ const NAMES = { "#h": "holder", "#o": "owner", "#v": "ver", "#t": "ttl", "#f": "
 export function dynamodb(options: DynamoDBOptions): Backend {
   const cfg = config(options);
   const { call } = client(cfg);
-  const key = (name: string) => ({ pk: { S: cfg.prefix + name } });
+  /** The item's primary key for the lock key `key`. */
+  const itemKey = (key: string) => ({ pk: { S: cfg.prefix + key } });
   const nonceArg = (nonce: string) => {
     check(typeof nonce === "string" && nonce !== "", "[dynamodb]", "nonce must be a non-empty string");
     return { S: nonce };
   };
 
-  function malformed(what: string): BackendError {
-    return new BackendError(`unexpected reply: ${what}`, { backend: NAME, status: 200, retryable: true });
-  }
+  const malformed = (what: string): BackendError => malformedReply(NAME, what, undefined, 200);
 
   /**
-   * The fence of an item, a positive safe integer. For a `grant`, any positive integer: one past
-   * the safe range (the fence was raised to its end) is passed on, and the core refuses it as an
-   * exhausted fence and gives the lock back (docs/DESIGN.md §5.1).
+   * The fence counter of an item, a positive safe integer. For a `grant`, any positive integer:
+   * one past the safe range (the counter was raised to its end) is passed on, and the core
+   * refuses it as an exhausted fence counter and gives the lock back (docs/DESIGN.md §5.1).
    */
   function fenceOf(item: Item | undefined, grant = false): number {
     const n = Number(item?.fence?.N);
@@ -92,11 +92,11 @@ export function dynamodb(options: DynamoDBOptions): Backend {
    */
   async function found(
     reply: Reply & { ok: false },
-    name: string,
+    key: string,
     signal?: AbortSignal,
   ): Promise<Item | undefined> {
     if (reply.item) return reply.item;
-    const got = await call("GetItem", { Key: key(name), ConsistentRead: true }, signal);
+    const got = await call("GetItem", { Key: itemKey(key), ConsistentRead: true }, signal);
     if (!got.ok) throw malformed("a read failed a condition");
     const item = got.json.Item;
     return typeof item === "object" && item !== null ? (item as Item) : undefined;
@@ -106,14 +106,14 @@ export function dynamodb(options: DynamoDBOptions): Backend {
     name: NAME,
     expiry: "observed",
 
-    async acquire({ key: name, owner, nonce, ttl, signal, takeover }): Promise<AcquireResult> {
+    async acquire({ key, owner, nonce, ttl, signal, takeover }): Promise<AcquireResult> {
       // A free record, or the version the core saw unchanged long enough; the fence counts up in
       // the same write. Another try when the holder left between the refusal and the read.
       for (let attempt = 0; attempt < 3; attempt++) {
         const reply = await call(
           "UpdateItem",
           {
-            Key: key(name),
+            Key: itemKey(key),
             UpdateExpression: "SET #h = :h, #o = :o, #v = :v, #t = :t ADD #f :one",
             ConditionExpression:
               takeover === undefined ? "attribute_not_exists(#h)" : "attribute_not_exists(#h) OR #v = :tk",
@@ -132,13 +132,13 @@ export function dynamodb(options: DynamoDBOptions): Backend {
           signal,
         );
         if (reply.ok) return { ok: true, token: fenceOf(reply.json.Attributes as Item | undefined, true) };
-        const item = await found(reply, name, signal);
+        const item = await found(reply, key, signal);
         const holder = item?.holder?.S;
         if (holder === undefined) continue; // released meanwhile: try again
         if (holder === nonce) {
           // A retried acquire whose first try was applied: keep the token, write a new version
           // (the deadline counts from this request, so contenders must count from it too).
-          const renewed = await renewItem(name, nonce, ttl, signal, "ALL_NEW");
+          const renewed = await renewItem(key, nonce, ttl, signal, "ALL_NEW");
           if (renewed === undefined) continue;
           return { ok: true, token: fenceOf(renewed, true) };
         }
@@ -154,16 +154,16 @@ export function dynamodb(options: DynamoDBOptions): Backend {
       });
     },
 
-    async renew({ key: name, nonce, ttl, signal }): Promise<boolean> {
-      return (await renewItem(name, nonce, ttl, signal, "NONE")) !== undefined;
+    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
+      return (await renewItem(key, nonce, ttl, signal, "NONE")) !== undefined;
     },
 
-    async release({ key: name, nonce, signal }): Promise<void> {
+    async release({ key, nonce, signal }): Promise<void> {
       // The fence stays: the next holder's token counts on from it.
       await call(
         "UpdateItem",
         {
-          Key: key(name),
+          Key: itemKey(key),
           UpdateExpression: "REMOVE #h, #o, #v, #t",
           ConditionExpression: "#h = :h",
           ExpressionAttributeNames: { "#h": "holder", "#o": "owner", "#v": "ver", "#t": "ttl" },
@@ -177,7 +177,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
       const reply = await call(
         "GetItem",
         {
-          Key: key(name),
+          Key: itemKey(name),
           ConsistentRead: true,
           ProjectionExpression: "#h, #o, #f",
           ExpressionAttributeNames: { "#h": "holder", "#o": "owner", "#f": "fence" },
@@ -192,12 +192,12 @@ export function dynamodb(options: DynamoDBOptions): Backend {
       return { owner, token: fenceOf(item) };
     },
 
-    async raiseFence({ key: name, nonce, token, signal }): Promise<boolean> {
+    async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
       check(Number.isSafeInteger(token) && token > 0, "[dynamodb]", "token must be a positive integer");
       const reply = await call(
         "UpdateItem",
         {
-          Key: key(name),
+          Key: itemKey(key),
           UpdateExpression: "SET #f = :tok, #v = :v",
           ConditionExpression: "#h = :h AND #f < :tok",
           ExpressionAttributeNames: { "#h": "holder", "#v": "ver", "#f": "fence" },
@@ -212,13 +212,13 @@ export function dynamodb(options: DynamoDBOptions): Backend {
       );
       if (reply.ok) return true;
       // Refused: either not the holder, or the holder whose fence is already at least `token`.
-      return (await found(reply, name, signal))?.holder?.S === nonce;
+      return (await found(reply, key, signal))?.holder?.S === nonce;
     },
   };
 
-  /** A renewal: a new version and ttl if `nonce` holds `name`; the item after it, or undefined. */
+  /** A renewal: a new version and ttl if `nonce` holds `key`; the item after it, or undefined. */
   async function renewItem(
-    name: string,
+    key: string,
     nonce: string,
     ttl: number,
     signal: AbortSignal | undefined,
@@ -227,7 +227,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
     const reply = await call(
       "UpdateItem",
       {
-        Key: key(name),
+        Key: itemKey(key),
         UpdateExpression: "SET #v = :v, #t = :t",
         ConditionExpression: "#h = :h",
         ExpressionAttributeNames: { "#h": "holder", "#v": "ver", "#t": "ttl" },

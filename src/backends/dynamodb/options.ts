@@ -1,7 +1,7 @@
 // The dynamodb backend's options: checked, with their defaults and the standard AWS environment
 // variables. Internal: not a package entry (the types are re-exported by index.ts).
 import type { FetchLike } from "../../backend.ts";
-import { check as checkAt } from "../../options.ts";
+import { check } from "../../options.ts";
 import { fetchOption, httpUrl } from "../shared/options.ts";
 import type { AwsCredentials } from "../shared/sigv4.ts";
 
@@ -60,10 +60,6 @@ export interface Config {
 
 const WHERE = "[dynamodb]";
 
-function check(ok: boolean, message: string): asserts ok {
-  checkAt(ok, WHERE, message);
-}
-
 /** Reads one variable from `env`, or from `process.env` / `Deno.env` when there is none. */
 function reader(env: object | undefined): (name: string) => string | undefined {
   if (env !== undefined) {
@@ -95,19 +91,23 @@ const HEADER_SAFE = /^[\x21-\x7e]+$/;
 export function checkCredentials(value: unknown, from: string): AwsCredentials {
   check(
     typeof value === "object" && value !== null,
+    WHERE,
     `${from} must be an object { accessKeyId, secretAccessKey, sessionToken? }`,
   );
   const { accessKeyId, secretAccessKey, sessionToken } = value as Record<string, unknown>;
   check(
     typeof accessKeyId === "string" && /^[A-Za-z0-9]{1,128}$/.test(accessKeyId),
+    WHERE,
     `${from}: accessKeyId must be an access key id (letters and digits, such as AKIA...)`,
   );
   check(
     typeof secretAccessKey === "string" && secretAccessKey !== "",
+    WHERE,
     `${from}: secretAccessKey must be a non-empty string`,
   );
   check(
     sessionToken === undefined || (typeof sessionToken === "string" && HEADER_SAFE.test(sessionToken)),
+    WHERE,
     `${from}: sessionToken must be a string of characters allowed in a header`,
   );
   return { accessKeyId, secretAccessKey, ...(sessionToken ? { sessionToken } : {}) };
@@ -115,28 +115,39 @@ export function checkCredentials(value: unknown, from: string): AwsCredentials {
 
 /** Checks the options and fills in the defaults; every problem is a TypeError naming the option. */
 export function config(options: DynamoDBOptions): Config {
-  check(typeof options === "object" && options !== null, "options must be an object with at least table");
+  check(
+    typeof options === "object" && options !== null,
+    WHERE,
+    "options must be an object with at least table",
+  );
   const { table, prefix = "leasehold:", createTable = false, env } = options;
   check(
     typeof table === "string" && /^[A-Za-z0-9_.-]{3,255}$/.test(table),
+    WHERE,
     "option table must be a table name: 3 to 255 letters, digits, '_', '-' or '.'",
   );
-  check(typeof prefix === "string", "option prefix must be a string");
-  check(typeof createTable === "boolean", "option createTable must be true or false");
-  check(env === undefined || (typeof env === "object" && env !== null), "option env must be an object");
+  check(typeof prefix === "string", WHERE, "option prefix must be a string");
+  check(typeof createTable === "boolean", WHERE, "option createTable must be true or false");
+  check(
+    env === undefined || (typeof env === "object" && env !== null),
+    WHERE,
+    "option env must be an object",
+  );
   const read = reader(env);
   const region = options.region ?? read("AWS_REGION") ?? read("AWS_DEFAULT_REGION");
   check(
     region !== undefined,
+    WHERE,
     "option region is required (or set AWS_REGION): the table's AWS region, such as eu-west-1",
   );
   check(
     typeof region === "string" && /^[a-z0-9]+(-[a-z0-9]+)+$/.test(region),
+    WHERE,
     "option region must be an AWS region name, such as eu-west-1",
   );
   const host = region.startsWith("cn-") ? "amazonaws.com.cn" : "amazonaws.com";
   const url = httpUrl(WHERE, "option endpoint", options.endpoint ?? `https://dynamodb.${region}.${host}`);
-  check(url.search === "" && url.hash === "", "option endpoint must not have a query or fragment");
+  check(url.search === "" && url.hash === "", WHERE, "option endpoint must not have a query or fragment");
   const fetch = fetchOption(WHERE, options.fetch);
 
   let credentials: Config["credentials"];
@@ -151,6 +162,7 @@ export function config(options: DynamoDBOptions): Config {
     const secretAccessKey = read("AWS_SECRET_ACCESS_KEY");
     check(
       accessKeyId !== undefined && secretAccessKey !== undefined,
+      WHERE,
       "option credentials is required (or set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY)",
     );
     const fixed = checkCredentials(

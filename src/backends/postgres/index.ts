@@ -28,8 +28,8 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
-import { abortable } from "../../signals.ts";
-import { cleaner, secretsIn } from "../shared/clients.ts";
+import { abortableCall, malformed as malformedReply } from "../shared/errors.ts";
+import { cleaner, secretsIn } from "../shared/redact.ts";
 
 /** Any function: the drivers' own signatures are many and overloaded. */
 type Method = (...args: never) => unknown;
@@ -181,7 +181,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   const { clean, cause } = cleaner(secretsOf(client));
 
   /** The BackendError for whatever the driver threw. */
-  function failure(error: unknown): BackendError {
+  function driverError(error: unknown): BackendError {
     const state = sqlState(error);
     const message = clean(error instanceof Error ? error.message : String(error)) || "the driver failed";
     const detail = state ? `${message} (SQLSTATE ${state})` : message;
@@ -216,21 +216,10 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   }
 
   async function call(text: string, params: string[], signal?: AbortSignal): Promise<Rows> {
-    const running = run(text, params);
-    try {
-      return await (signal ? abortable(running, signal) : running);
-    } catch (error) {
-      // Aborted: the statement goes on, its outcome no one's now (abortable keeps it handled).
-      if (signal?.aborted && error === signal.reason) throw error;
-      throw error instanceof BackendError ? error : failure(error);
-    }
+    return abortableCall(run(text, params), signal, driverError);
   }
 
-  const malformed = (rows: unknown) =>
-    new BackendError(`unexpected rows: ${clean(JSON.stringify(rows) ?? String(rows)).slice(0, 120)}`, {
-      backend: NAME,
-      retryable: true,
-    });
+  const malformed = (rows: unknown) => malformedReply(NAME, rows, clean, undefined, "rows");
   /** A row's column `n` as a number, or NaN. */
   const num = (row: Record<string, unknown> | undefined, column = "n") =>
     typeof row?.[column] === "string" ? Number(row[column]) : Number.NaN;
@@ -247,8 +236,8 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const rows = await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl)], signal);
       const [row] = rows;
       const n = num(row);
-      // A token past the safe range (the fence was raised to its end) is passed on: the core
-      // refuses it as an exhausted fence and gives the lock back (docs/DESIGN.md §5.1).
+      // A token past the safe range (the fence counter was raised to its end) is passed on: the core
+      // refuses it as an exhausted fence counter and gives the lock back (docs/DESIGN.md §5.1).
       if (rows.length === 1 && row?.k === "ok" && Number.isInteger(n) && n > 0) return { ok: true, token: n };
       // Taken: the holder's ms left (none when the row appeared during the statement).
       if (rows.length === 1 && row?.k === "taken")

@@ -1,3 +1,5 @@
+// One long file for one closure: the operations share one quorum's state (its leases, releases, stragglers).
+// (Asking the members is in fan-out.ts, healing in heal.ts, the checks in options.ts.)
 /**
  * A Backend over N ≥ 3 independent backends that keeps its guarantees while some of them are
  * unreachable, and while up to `amnesia` of them have lost their writes (a failover of an
@@ -46,8 +48,6 @@
  *
  * @module
  */
-// Longer than the other files on purpose: the operations below share one quorum's state (its
-// leases, its releases, its requests left behind), and read best next to it.
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { now } from "../../time.ts";

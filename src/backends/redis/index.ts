@@ -5,7 +5,7 @@
  *
  * The same Lua scripts, key layout and token checks as `leasehold/upstash` (one shared module):
  * a lock taken through either excludes the other on the same database. For a lock named `n`,
- * `leasehold:{n}` holds the lease and `leasehold:{n}:fence` the fencing counter; the hash tag
+ * `leasehold:{n}` holds the lease and `leasehold:{n}:fence` the fence counter; the hash tag
  * keeps both in one cluster slot. Each operation is one `EVALSHA` (one `EVAL` instead the first
  * time a server does not know the script).
  *
@@ -34,9 +34,10 @@
 import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
-import { abortable } from "../../signals.ts";
-import { cleaner, secretsIn } from "../shared/clients.ts";
-import { type FenceHealed, INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+import { abortableCall, malformed, REDIS_TRANSIENT } from "../shared/errors.ts";
+import { cleaner, secretsIn } from "../shared/redact.ts";
+import { INSPECT } from "../shared/redis-lua.ts";
+import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
 
 export type { FenceHealed } from "../shared/redis-scripts.ts";
 
@@ -61,7 +62,7 @@ export interface RedisOptions {
   /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
   prefix?: string;
   /**
-   * Called when a lock's fencing counter went back (a restart without persistence, a failover or
+   * Called when a lock's fence counter went back (a restart without persistence, a failover or
    * flush that lost writes, eviction) and this backend raised it above every token it had seen
    * for the lock, granting the lease with that token instead of repeating one: the lock's name,
    * the tokens and the likely cause, no secret. Default: `console.warn` of `info.message`. A
@@ -132,8 +133,6 @@ function secretsOf(client: object): string[] {
   return secretsIn([options?.password, cluster?.password], [options?.url]);
 }
 
-// Redis' own transient states: another try may succeed (a failover, a resharding, a busy script).
-const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
 const AUTH = /\b(WRONGPASS|NOAUTH|NOPERM)\b/;
 // An error reply of the server: its code first, in capitals (ERR, WRONGTYPE, NOSCRIPT...).
 const REPLY = /^[A-Z][A-Z_]+( |$)/;
@@ -170,14 +169,14 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
   const { clean, cause } = cleaner(secretsOf(client));
 
   /** The BackendError for whatever the client threw. */
-  function failure(error: unknown): BackendError {
+  function clientError(error: unknown): BackendError {
     const message = clean(error instanceof Error ? error.message : String(error));
     const reply = REPLY.test(message);
     const auth = AUTH.test(message);
     return new BackendError(message || "the client failed without a message", {
       backend: NAME,
       // A connection that failed, closed or timed out may work again; a refused command will not.
-      retryable: !auth && (!reply || TRANSIENT.test(message)),
+      retryable: !auth && (!reply || REDIS_TRANSIENT.test(message)),
       auth,
       cause: cause(error),
     });
@@ -205,14 +204,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
   }
 
   async function call(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) {
-    const running = run(script, keys, args.map(String));
-    try {
-      return await (signal ? abortable(running, signal) : running);
-    } catch (error) {
-      // Aborted: the command goes on, its outcome no one's now (abortable keeps it handled).
-      if (signal?.aborted && error === signal.reason) throw error;
-      throw failure(error);
-    }
+    return abortableCall(run(script, keys, args.map(String)), signal, clientError);
   }
 
   return scriptBackend({
@@ -220,11 +212,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     prefix,
     evaluate: call,
     read: (key, signal) => call(INSPECT, [key], [], signal),
-    malformed: (reply) =>
-      new BackendError(`unexpected reply: ${clean(JSON.stringify(reply) ?? String(reply)).slice(0, 120)}`, {
-        backend: NAME,
-        retryable: true,
-      }),
+    malformed: (reply) => malformed(NAME, reply, clean),
     counterLoss:
       "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
     onFenceHealed,

@@ -1,43 +1,13 @@
 // Shared by the HTTP backends: one request, mapped to BackendError with secrets removed.
 import type { FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
+import { redact, scrub } from "./redact.ts";
 
 /**
  * The largest reply body leasehold reads, in bytes. Every answer it expects is a few hundred
  * bytes (an Azure error document a few KiB); a longer one is refused without being read whole.
  */
 export const MAX_REPLY_BYTES = 65_536;
-
-/**
- * Replaces every occurrence of each secret with `[redacted]`, in each form a secret can take in a
- * message: as is, URL-encoded, and JSON-escaped (a `"` or `\` in a token becomes `\"` or `\\`
- * once a reply is quoted with `JSON.stringify`; the URL-encoded form has none). Secrets of any
- * length count: a short token garbles a message, which is better than showing it.
- */
-export function redact(text: string, secrets: readonly string[]): string {
-  const forms = new Set<string>();
-  for (const secret of secrets) {
-    if (typeof secret === "string" && secret !== "") {
-      forms.add(secret).add(encodeURIComponent(secret)).add(JSON.stringify(secret).slice(1, -1));
-    }
-  }
-  // Longest first, so that a secret containing another is replaced whole.
-  return [...forms]
-    .sort((a, b) => b.length - a.length)
-    .reduce((out, form) => out.split(form).join("[redacted]"), text);
-}
-
-/** A copy of an error that is safe to expose as `cause`: name and redacted message only. */
-export function scrub(error: unknown, secrets: readonly string[], depth = 0): Error {
-  const e = error instanceof Error ? error : new Error(String(error));
-  // Causes are copied 4 deep at most: enough to explain, and a cyclic chain cannot recurse forever.
-  const inner =
-    e.cause === undefined || depth >= 4 ? undefined : { cause: scrub(e.cause, secrets, depth + 1) };
-  const copy = new Error(redact(e.message, secrets), inner);
-  copy.name = e.name;
-  copy.stack = `${copy.name}: ${copy.message}`;
-  return copy;
-}
 
 /** The answer of {@link send}: status, a header reader and the whole body as text. */
 export interface HttpReply {
@@ -193,10 +163,4 @@ export async function sendJson(
       retryable: true,
     });
   }
-}
-
-/** The retryable error for a reply of an unexpected shape, quoting it redacted (120 characters). */
-export function malformed(backend: string, value: unknown, secrets: readonly string[]): BackendError {
-  const text = redact(JSON.stringify(value) ?? String(value), secrets).slice(0, 120);
-  return new BackendError(`unexpected reply: ${text}`, { backend, status: 200, retryable: true });
 }

@@ -1,10 +1,10 @@
 // The Redis lock shared by the upstash backend (REST) and the redis backend (any TCP client): the
-// Lua scripts (one per operation, each run atomically by Redis), the key layout, and the reading
-// of their replies. One module, so that the two cannot drift: a lock taken through one excludes
+// key layout and the reading of the replies of the Lua scripts (redis-lua.ts, one per operation,
+// each run atomically by Redis). One module, so that the two cannot drift: a lock taken through one excludes
 // the other on the same database.
 //
 // Keys, for a lock named `n` and a prefix `p`: `p{n}` holds the lease (a string
-// `nonce|token|owner` with a PX expiry) and `p{n}:fence` the fencing counter, which never expires
+// `nonce|token|owner` with a PX expiry) and `p{n}:fence` the fence counter, which never expires
 // so tokens keep increasing across holders. The braces are a Redis hash tag: both keys of a name
 // live in one slot, as a multi-key script needs on a cluster. A semaphore's slot `s:permit:i`
 // (createSemaphore) is `p{s}:permit:i` and `p{s}:permit:i:fence`: the semaphore's name is the hash
@@ -13,69 +13,9 @@ import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { slotOf } from "../../slots.ts";
+import { ACQUIRE_ANY, RAISE, RELEASE, RELEASE_ANY, RENEW } from "./redis-lua.ts";
 
-// In the scripts, `n` is our nonce and its "|": a lock value that starts with it is ours.
-
-// KEYS lock1, fence1, lock2, fence2, ... (acquire: one pair); ARGV nonce, ttl (ms), owner. On
-// each pair in order, stopping at the first grant: free, bump the fence, set the lock and return
-// {1, token, index from 0}; already ours (a retried acquire), extend it and return {2, token,
-// index}, the same token. All taken: {0, the smallest PTTL above 0 or -1, then for each lock in
-// order its holder's token (0 for a value leasehold did not write)}: a reply of 2 + locks numbers.
-export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0,-1}
-for i=1,#KEYS,2 do
-local v=redis.call("GET",KEYS[i])
-if not v then
-local t=redis.call("INCR",KEYS[i+1])
-redis.call("SET",KEYS[i],n..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
-return {1,t,(i-1)/2}
-end
-local t=tonumber(v:match("^[^|]*|(%d+)|"))
-if v:sub(1,#n)==n then
-redis.call("PEXPIRE",KEYS[i],ARGV[2])
-return {2,t,(i-1)/2}
-end
-local p=redis.call("PTTL",KEYS[i])
-if p>0 and (r[2]<0 or p<r[2]) then r[2]=p end
-r[#r+1]=t or 0
-end
-return r`;
-
-// KEYS[1] lock; ARGV nonce, ttl. 1 when extended, 0 when the lock is not ours.
-export const RENEW = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
-if v and v:sub(1,#n)==n then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
-return 0`;
-
-// KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
-export const RELEASE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
-if v and v:sub(1,#n)==n then return redis.call("DEL",KEYS[1]) end
-return 0`;
-
-// KEYS lock1, lock2, ...; ARGV nonce. RELEASE on each lock: deletes those that are ours (an
-// unanswered ACQUIRE_ANY took at most one); the number deleted.
-export const RELEASE_ANY = `local n,c=ARGV[1].."|",0
-for i=1,#KEYS do
-local v=redis.call("GET",KEYS[i])
-if v and v:sub(1,#n)==n then c=c+redis.call("DEL",KEYS[i]) end
-end
-return c`;
-
-// KEYS[1] lock, KEYS[2] fence; ARGV nonce, token. When the lock is ours: its value's token and
-// the fence counter become at least the token (the expiry is kept); 1. Else 0. (c and o: the
-// value's token and owner.)
-export const RAISE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
-if not v or v:sub(1,#n)~=n then return 0 end
-local t=tonumber(ARGV[2])
-local c,o=v:match("^[^|]*|(%d+)|(.*)$")
-if tonumber(c)<t then redis.call("SET",KEYS[1],n..ARGV[2].."|"..o,"KEEPTTL") end
-if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
-return 1`;
-
-// KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
-export const INSPECT = `local v=redis.call("GET",KEYS[1])
-if not v then return nil end
-return {v,redis.call("PTTL",KEYS[1])}`;
-
-/** Whether `value` is a fencing token: a safe integer > 0. */
+/** Whether `value` is a token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
 
 /**
@@ -89,7 +29,7 @@ const isGrant = (value: unknown): value is number => Number.isInteger(value) && 
 const SEEN_KEYS = 4_096;
 
 /**
- * What `onFenceHealed` (an option of `upstash()` and `redis()`) is told when a lock's fencing
+ * What `onFenceHealed` (an option of `upstash()` and `redis()`) is told when a lock's fence
  * counter went back and the backend raised it instead of handing out a token it had seen.
  */
 export interface FenceHealed {
@@ -155,7 +95,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
   }
 
-  // A semaphore's slot key (semaphore.ts slotKey: `name:permit:i`) is tagged by the semaphore's name.
+  // A semaphore's slot key (src/slots.ts slotKey: `name:permit:i`) is tagged by the semaphore's name.
   const lockKey = (key: string) => {
     const slot = slotOf(key);
     return slot ? `${prefix}{${slot.name}}${key.slice(slot.name.length)}` : `${prefix}{${key}}`;
@@ -196,7 +136,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   ): Promise<number> {
     const token = Math.max(floor, seen.get(key) ?? 0) + 1;
     const lost =
-      `the fencing counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${got}): the ` +
+      `the fence counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${got}): the ` +
       `database lost ${lock}:fence, ${runner.counterLoss}.`;
     let failure: unknown;
     try {

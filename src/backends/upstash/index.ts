@@ -6,7 +6,7 @@
  * Each operation is one Lua script and one HTTP round trip (inspect: see below).
  *
  * Keys, for a lock named `n` and the default prefix: `leasehold:{n}` holds the lease (a string
- * `nonce|token|owner` with a PX expiry) and `leasehold:{n}:fence` the fencing counter, which
+ * `nonce|token|owner` with a PX expiry) and `leasehold:{n}:fence` the fence counter, which
  * never expires so tokens keep increasing across holders. The braces are a Redis hash tag: both
  * keys of a name live in one slot, as a multi-key script needs on a cluster.
  *
@@ -40,10 +40,13 @@
  */
 import type { Backend, FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
-import { check as checkAt } from "../../options.ts";
-import { malformed as malformedReply, redact, sendJson } from "../shared/http.ts";
+import { check } from "../../options.ts";
+import { malformed as malformedReply, REDIS_TRANSIENT } from "../shared/errors.ts";
+import { sendJson } from "../shared/http.ts";
 import { fetchOption, httpUrl, retryableStatus } from "../shared/options.ts";
-import { type FenceHealed, INSPECT, scriptBackend } from "../shared/redis-scripts.ts";
+import { redact } from "../shared/redact.ts";
+import { INSPECT } from "../shared/redis-lua.ts";
+import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
 
 export type { FenceHealed } from "../shared/redis-scripts.ts";
 export { fromEnv } from "./env.ts";
@@ -62,7 +65,7 @@ export interface UpstashOptions {
   /** Prepended to every key, so one database can serve several apps. Default `"leasehold:"`. */
   prefix?: string;
   /**
-   * Called when a lock's fencing counter went back (eviction, a failover or flush that lost
+   * Called when a lock's fence counter went back (eviction, a failover or flush that lost
    * writes) and this backend raised it above every token it had seen for the lock, granting the
    * lease with that token instead of repeating one: the lock's name, the tokens and the likely
    * cause, no secret. Default: `console.warn` of `info.message`. A function that throws is ignored.
@@ -83,10 +86,6 @@ const LIMIT_HINT =
 
 const READ_ONLY_HINT =
   ": the token is read-only (or restricted): it can only inspect (holder(), leasehold status); taking, renewing and releasing locks needs the database's standard REST token";
-
-function check(ok: boolean, message: string): void {
-  checkAt(ok, `[${NAME}]`, message);
-}
 
 /**
  * Creates an Upstash Redis backend for {@link createMutex}.
@@ -109,26 +108,36 @@ function check(ok: boolean, message: string): void {
  */
 export function upstash(options: UpstashOptions): Backend {
   const { url, token, prefix = "leasehold:", onFenceHealed } = options ?? ({} as UpstashOptions);
-  check(typeof url === "string" && url !== "", "option url is required: the database's REST URL");
+  check(
+    typeof url === "string" && url !== "",
+    `[${NAME}]`,
+    "option url is required: the database's REST URL",
+  );
   httpUrl(`[${NAME}]`, "option url", url, (scheme) =>
     /^rediss?:$/.test(scheme) ? " (that is the Redis protocol URL; use the REST URL)" : "",
   );
-  check(typeof token === "string" && token !== "", "option token is required: the database's REST token");
+  check(
+    typeof token === "string" && token !== "",
+    `[${NAME}]`,
+    "option token is required: the database's REST token",
+  );
   // A token that is not a valid header value would make fetch throw with the value in its message.
-  check(/^[\x21-\x7e]+$/.test(token), "option token contains characters that are not allowed in a header");
-  check(typeof prefix === "string", "option prefix must be a string");
+  check(
+    /^[\x21-\x7e]+$/.test(token),
+    `[${NAME}]`,
+    "option token contains characters that are not allowed in a header",
+  );
+  check(typeof prefix === "string", `[${NAME}]`, "option prefix must be a string");
   const fetchFn = fetchOption(`[${NAME}]`, options.fetch);
   const endpoint = `${url.replace(/\/+$/, "")}/`;
   const headers = { authorization: `Bearer ${token}`, "content-type": "application/json" };
   const secrets = [token];
 
-  // Always EVAL, never EVALSHA with a NOSCRIPT fallback. Measured with bench/upstash-script.ts
-  // (redis-server 7.0.15 behind the test bridge on loopback, 3 000 interleaved iterations),
-  // median ms EVAL vs EVALSHA: acquire 0.437 vs 0.433, renew 0.421 vs 0.418, release 0.415 vs
-  // 0.413, inspect 0.410 vs 0.411. EVALSHA saves ~160 request bytes and < 1 % of the time; EVAL
-  // is always exactly one round trip (no NOSCRIPT detour after a failover or SCRIPT FLUSH), needs
-  // no SHA-1, and is less code. Redis caches the compiled script either way. (inspect runs its
-  // script with EVAL_RO, below; the measurement above was with EVAL.)
+  // Always EVAL, never EVALSHA with a NOSCRIPT fallback: EVALSHA saves a few request bytes and
+  // no time worth having (bench/upstash-script.ts compares them); EVAL is always exactly one
+  // round trip (no NOSCRIPT detour after a failover or SCRIPT FLUSH), needs no SHA-1, and is less
+  // code. Redis caches the compiled script either way. (inspect runs its script with EVAL_RO,
+  // below.)
 
   /**
    * One request to `path` ("" for a command, "pipeline"); the parsed JSON of a 200 answer without
@@ -150,19 +159,19 @@ export function upstash(options: UpstashOptions): Backend {
     );
     const error = (json as { error?: unknown } | null)?.error;
     if (typeof error === "string" || status !== 200) {
-      throw failure(status, typeof error === "string" ? error : "", hint);
+      throw replyError(status, typeof error === "string" ? error : "", hint);
     }
     return json;
   }
 
   /** The error for an answer `{"error": text}` (or no text) with this status. */
-  function failure(status: number, error: string, hint = ""): BackendError {
+  function replyError(status: number, error: string, hint = ""): BackendError {
     const text = redact(error, secrets);
     // Upstash's plan and size limits: another try cannot help before the limit resets or the
     // plan changes, whatever the status (a 429 included).
     const limit = /^ERR (max .+ exceeded|DB capacity quota exceeded)/i.test(text);
     // Redis' own transient states are worth another try; so are 5xx, 408 and 429.
-    const transient = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY)\b/.test(text);
+    const transient = REDIS_TRANSIENT.test(text);
     const auth = text.startsWith("NOPERM");
     const http = status === 200 ? "" : ` (HTTP ${status})`;
     const why = limit ? LIMIT_HINT : auth ? hint : "";
@@ -183,7 +192,8 @@ export function upstash(options: UpstashOptions): Backend {
   const evaluate = async (script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) =>
     result(await call("", ["EVAL", script, keys.length, ...keys, ...args], signal, READ_ONLY_HINT));
 
-  const malformed = (reply: unknown): BackendError => malformedReply(NAME, reply, secrets);
+  const malformed = (reply: unknown): BackendError =>
+    malformedReply(NAME, reply, (text) => redact(text, secrets), 200);
 
   // inspect reads with EVAL_RO. If the token may not run it (an ACL of read commands only:
   // Redis puts EVAL_RO in @scripting, not @read) or the server does not know it (Redis < 7),
@@ -210,7 +220,7 @@ export function upstash(options: UpstashOptions): Backend {
     );
     if (!Array.isArray(json) || json.length !== 2) throw malformed(json);
     const [value, pttl] = json.map((entry: { error?: unknown }) => {
-      if (typeof entry?.error === "string") throw failure(200, entry.error);
+      if (typeof entry?.error === "string") throw replyError(200, entry.error);
       return result(entry);
     });
     return value === null ? null : [value, pttl];

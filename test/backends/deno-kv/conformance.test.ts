@@ -23,7 +23,7 @@ afterAll(() => {
 });
 
 describe("deno-kv through @deno/kv on Node, in memory", () => {
-  testBackend({ describe, it }, { backend: async () => denoKv(await kvAt()), ttl: 300 });
+  testBackend({ describe, it }, { backend: async () => denoKv(await kvAt()), ttl: 1_000 });
 });
 describe("deno-kv through @deno/kv on Node, a SQLite file", () => {
   const file = join(dir, "node.sqlite");

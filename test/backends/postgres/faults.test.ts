@@ -132,10 +132,10 @@ describe("errors", () => {
     await lease.release();
   });
 
-  it("the README's migration SQL makes a table the backend works with (createTable off)", async () => {
-    const readme = readFileSync(new URL("../../../README.md", import.meta.url), "utf8");
-    const migration = /```sql\n\s*(CREATE TABLE IF NOT EXISTS leasehold_locks[\s\S]*?)```/.exec(readme)?.[1];
-    expect(migration, "README: a ```sql block creating leasehold_locks").toBeDefined();
+  it("the migration SQL of docs/backends/postgres.md makes a table the backend works with (createTable off)", async () => {
+    const page = readFileSync(new URL("../../../docs/backends/postgres.md", import.meta.url), "utf8");
+    const migration = /```sql\n\s*(CREATE TABLE IF NOT EXISTS leasehold_locks[\s\S]*?)```/.exec(page)?.[1];
+    expect(migration, "docs/backends/postgres.md: a ```sql block creating leasehold_locks").toBeDefined();
     const client = pool();
     const schema = `m_${crypto.randomUUID().slice(0, 8)}`;
     await client.query(`CREATE SCHEMA "${schema}"`);

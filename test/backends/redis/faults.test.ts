@@ -75,7 +75,7 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
     expect(told).toEqual([
       { backend: "redis", name, seen: lease.token, got: 1, token: again.token, message: expect.any(String) },
     ]);
-    expect(told[0]!.message).toMatch(/fencing counter of lock "restart-[^"]+" went back \(seen \d+, got 1\)/);
+    expect(told[0]!.message).toMatch(/fence counter of lock "restart-[^"]+" went back \(seen \d+, got 1\)/);
     expect(told[0]!.message).toMatch(/restart without persistence/);
     expect(told[0]!.message).not.toContain(PASSWORD);
     await again.release();

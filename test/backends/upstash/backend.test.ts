@@ -300,7 +300,7 @@ describe("authentication", () => {
 });
 
 // What a real Upstash account adds to the emulator (issue 12): eviction or a failover that sets
-// the fencing counter back, read-only tokens, and the plan's limit errors.
+// the fence counter back, read-only tokens, and the plan's limit errors.
 const readOnly = upstash({ url: ctx.url, token: ctx.readOnlyToken });
 registerSecret(ctx.readOnlyToken);
 
@@ -317,7 +317,7 @@ async function cycle(b: typeof backend, name: string, times: number): Promise<nu
   return token;
 }
 
-describe("a fencing counter that goes back (eviction, a failover that lost writes, a flush)", () => {
+describe("a fence counter that goes back (eviction, a failover that lost writes, a flush)", () => {
   /** A backend that records what onFenceHealed is told. */
   const healing = () => {
     const told: FenceHealed[] = [];
@@ -341,7 +341,7 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
     const { message } = told[0]!;
     expect(message).toMatch(
       new RegExp(
-        `^\\[leasehold\\] \\[upstash\\] the fencing counter of lock "${name}" went back \\(seen 2, got 1\\)`,
+        `^\\[leasehold\\] \\[upstash\\] the fence counter of lock "${name}" went back \\(seen 2, got 1\\)`,
       ),
     );
     expect(message).toMatch(/eviction/);
@@ -417,7 +417,7 @@ describe("a fencing counter that goes back (eviction, a failover that lost write
         const error = await b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 100 }).catch((e) => e);
         expect(error).toBeInstanceOf(BackendError);
         expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: true, backend: "upstash" });
-        expect(error.message).toMatch(/fencing counter of lock "t-[^"]+" went back \(seen 2, got 1\)/);
+        expect(error.message).toMatch(/fence counter of lock "t-[^"]+" went back \(seen 2, got 1\)/);
         expect(error.message).toMatch(/Raising it to 3 failed/);
         expect(error.message).toMatch(why);
         expect(error.message).toContain(`SET ${fenceKey(name)} 2`);
