@@ -50,7 +50,7 @@ export async function runColdStart(
     await build({
       entryPoints: {
         index: `${ROOT}/src/index.ts`,
-        "backends/memory": `${ROOT}/src/backends/memory.ts`,
+        "backends/memory/index": `${ROOT}/src/backends/memory/index.ts`,
         "backends/upstash/index": `${ROOT}/src/backends/upstash/index.ts`,
       },
       outdir: dir,

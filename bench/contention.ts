@@ -6,7 +6,7 @@
 // the requests the bridge saw per acquisition.
 import type { Backend } from "../src/backend.ts";
 import { durableObject } from "../src/backends/cloudflare/index.ts";
-import { memory } from "../src/backends/memory.ts";
+import { memory } from "../src/backends/memory/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import type { Servers } from "./lib/servers.ts";

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openKv } from "@deno/kv";
-import { denoKv, type KvAtomicLike, type KvLike } from "../src/backends/deno-kv.ts";
+import { denoKv, type KvAtomicLike, type KvLike } from "../src/backends/deno-kv/index.ts";
 import { createMutex } from "../src/index.ts";
 import { observedWait } from "../src/timing.ts";
 import { type Summary, summarize } from "./lib/stats.ts";

@@ -6,7 +6,7 @@
 // measured from the release call (or the abort) to the follower's acquisition (or task start).
 import type { Backend } from "../src/backend.ts";
 import { durableObject } from "../src/backends/cloudflare/index.ts";
-import { memory } from "../src/backends/memory.ts";
+import { memory } from "../src/backends/memory/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createElection, createMutex } from "../src/index.ts";
 import { type Summary, sleep, summarize } from "./lib/stats.ts";

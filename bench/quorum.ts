@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Backend } from "../src/backend.ts";
-import { quorum } from "../src/backends/quorum.ts";
+import { quorum } from "../src/backends/quorum/index.ts";
 import { upstash } from "../src/backends/upstash/index.ts";
 import { createMutex } from "../src/index.ts";
 import { startFaultProxy } from "../test/harness/servers/fault-proxy.ts";

@@ -4,6 +4,7 @@
 import { existsSync } from "node:fs";
 import { gzipSync } from "node:zlib";
 import { build, version as esbuildVersion, type Metafile } from "esbuild";
+import { BACKENDS, entryOf } from "../scripts/backends.mjs";
 
 export interface SizeRow {
   id: string;
@@ -41,7 +42,7 @@ const ENTRIES: Record<string, Entry> = {
   core: { label: "leasehold core alone (createMutex)", code: ours("", "opts.backend") },
   memory: {
     label: "leasehold core + memory",
-    code: ours('import { memory } from "../src/backends/memory.ts";', "memory()"),
+    code: ours('import { memory } from "../src/backends/memory/index.ts";', "memory()"),
   },
   upstash: {
     label: "leasehold core + upstash",
@@ -61,7 +62,7 @@ const ENTRIES: Record<string, Entry> = {
   },
   "deno-kv": {
     label: "leasehold core + deno-kv (the Deno.Kv not counted)",
-    code: ours('import { denoKv } from "../src/backends/deno-kv.ts";', "denoKv(opts.kv)"),
+    code: ours('import { denoKv } from "../src/backends/deno-kv/index.ts";', "denoKv(opts.kv)"),
   },
   dynamodb: {
     label: "leasehold core + dynamodb",
@@ -71,7 +72,7 @@ const ENTRIES: Record<string, Entry> = {
     // A quorum needs at least three members; the members share their code, so N adds a few bytes.
     label: "leasehold core + quorum of 3 upstash members",
     code: ours(
-      'import { quorum } from "../src/backends/quorum.ts";\nimport { upstash } from "../src/backends/upstash/index.ts";',
+      'import { quorum } from "../src/backends/quorum/index.ts";\nimport { upstash } from "../src/backends/upstash/index.ts";',
       "quorum(opts.members.map((m) => upstash(m)))",
     ),
   },
@@ -99,7 +100,7 @@ export async function cycle(client) {
     label: "leasehold core + memory + election (createElection, lead)",
     code: `
 import { createElection, createMutex } from "../src/index.ts";
-import { memory } from "../src/backends/memory.ts";
+import { memory } from "../src/backends/memory/index.ts";
 export async function cycle(opts) {
   await createElection(createMutex(memory(), { name: "job" })).lead(() => {}, opts);
 }`,
@@ -176,6 +177,11 @@ export async function sizeOfSrc(src: string): Promise<{ upstash: number; azure: 
 }
 
 export async function runSize(): Promise<SizeResult> {
+  // Every backend of the table (scripts/backends.mjs) has its entry here.
+  for (const row of BACKENDS) {
+    if (!Object.values(ENTRIES).some(({ code }) => code.includes(`"../${entryOf(row)}"`)))
+      throw new Error(`bench/size.ts: no entry imports ${entryOf(row)} (the ${row.name} backend)`);
+  }
   const rows: SizeRow[] = [];
   for (const [id, { label, code, node }] of Object.entries(ENTRIES)) {
     const out = await bundle(code, node);

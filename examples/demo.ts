@@ -2,7 +2,7 @@
 // renewing and never releases); a follower takes over within one ttl. Runs on the embedded
 // memory backend, or on Upstash / Azure when their environment variables are set.
 import type { Backend } from "../src/backend.ts";
-import { memory } from "../src/backends/memory.ts";
+import { memory } from "../src/backends/memory/index.ts";
 import { createMutex, type Lease } from "../src/index.ts";
 import { sleep } from "../src/time.ts";
 

@@ -6,12 +6,15 @@
 // - "main"/"types" are the "." entry's; every other build entry is a "bin";
 // - every build output exists (after `npm run build`);
 // - the jsr: import maps of examples/deno and test/harness/smoke map each JSR subpath to its source, and
-//   tsconfig.test.json's "paths" resolve each npm subpath to its source.
+//   tsconfig.test.json's "paths" resolve each npm subpath to its source;
+// - the backends among the subpaths are exactly the rows of scripts/backends.mjs, each at its
+//   folder's index.ts, and every other subpath is no backend's.
 // Run: node scripts/check-exports.mjs
 import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { tsImport } from "tsx/esm/api";
 import ts from "typescript";
+import { BACKENDS, entryOf, subpathOf } from "./backends.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const read = (file) => readFileSync(`${root}${file}`, "utf8");
@@ -126,10 +129,25 @@ for (const s of npmSubpaths) {
     problem(`tsconfig.test.json paths: ${spec} resolves to ${resolved ?? "nothing"}, expected ${source}`);
 }
 
+// 6. The backends are the table's (scripts/backends.mjs), each entry its folder's index.ts.
+const rows = new Map(BACKENDS.map((row) => [subpathOf(row), row]));
+for (const [subpath, row] of rows) {
+  if (jsr.exports[subpath] === undefined)
+    problem(`${subpath}: a backend in scripts/backends.mjs, not in jsr.json`);
+  else if (norm(jsr.exports[subpath]) !== entryOf(row))
+    problem(
+      `${subpath}: jsr.json points at ${jsr.exports[subpath]}, scripts/backends.mjs at ./${entryOf(row)}`,
+    );
+}
+for (const s of jsrSubpaths) {
+  if (!rows.has(s) && norm(jsr.exports[s]).startsWith("src/backends/"))
+    problem(`${s}: a backend in jsr.json, not in scripts/backends.mjs`);
+}
+
 if (problems.length > 0) {
   console.error(`check-exports: ${problems.length} problem(s):\n  - ${problems.join("\n  - ")}`);
   process.exit(1);
 }
 console.log(
-  `check-exports: ok — ${npmSubpaths.length} subpaths (${npmSubpaths.join(" ")}) agree in package.json, jsr.json, tsup.config.ts and dist/`,
+  `check-exports: ok — ${npmSubpaths.length} subpaths (${npmSubpaths.join(" ")}) agree in package.json, jsr.json, tsup.config.ts, the import maps, scripts/backends.mjs and dist/`,
 );

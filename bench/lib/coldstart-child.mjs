@@ -18,8 +18,8 @@ if (kind === "fetch") {
   await res.text();
 } else {
   const { createMutex } = await import(`${dir}/index${ext}`);
-  // memory is one file; the other backends are folders (src/backends/upstash/index.ts).
-  const adapter = await import(`${dir}/backends/${kind === "memory" ? kind : `${kind}/index`}${ext}`);
+  // Every backend is a folder whose index is its factory (src/backends/upstash/index.ts).
+  const adapter = await import(`${dir}/backends/${kind}/index${ext}`);
   const backend =
     kind === "memory"
       ? adapter.memory()

@@ -6,7 +6,7 @@
 // that grants one lock twice fails them either way.
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { type ConformanceOptions, conformanceChecks } from "../../src/testing/index.ts";
 
 /** A memory store on which attempts that overlap on one key all lose (a split vote). */

@@ -2,7 +2,7 @@
 // checks with fake timers. Wrappers around memory() make the faults (a frozen leader).
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import {
   BackendError,
   createElection,

@@ -5,7 +5,7 @@ import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { lockMetrics, type Meter } from "../../examples/observe.ts";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { createMutex } from "../../src/index.ts";
 import { aborted } from "../../src/signals.ts";
 import { sleep } from "../../src/time.ts";

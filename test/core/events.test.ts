@@ -4,7 +4,7 @@
 // secret in any event. Wrappers around memory() make the faults (renewals refused or failing).
 import { describe, expect, it } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import {
   BackendError,
   createElection,

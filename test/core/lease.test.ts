@@ -3,7 +3,7 @@
 // single methods replaced where a test needs a fault the real store cannot make (a hang, a late
 // reply, a failure): that is the only mocking here.
 import { describe, expect, it, vi } from "vitest";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { BackendError, createMutex, isLockError, LeaseLostError } from "../../src/index.ts";
 import { backendWith, fakeClockInEachTest, never, transient } from "../harness/doubles.ts";
 

@@ -4,7 +4,7 @@
 // mocking here. Tests of Node's own timers and of requests that never answer use real timers.
 import { beforeEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import {
   BackendError,

@@ -2,7 +2,7 @@
 // or RangeError that names the option and what is valid.
 import { describe, expect, it, vi } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { createElection, createMutex, createSemaphore } from "../../src/index.ts";
 import { azureFetch, fakeClockInEachTest, reply, thrown } from "../harness/doubles.ts";
 

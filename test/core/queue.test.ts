@@ -5,7 +5,7 @@
 // test/backends/cloudflare/); the clock is fake.
 import { describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { createMutex } from "../../src/index.ts";
 import { sleep } from "../../src/time.ts";
 import { defaultStopMargin, guardOf } from "../../src/timing.ts";

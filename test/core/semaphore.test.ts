@@ -3,7 +3,7 @@
 // and at most `limit` unaborted permits under contention (the permits' signals are the truth).
 import { describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { createSemaphore, isLockError, type Permit } from "../../src/index.ts";
 import { slotKey } from "../../src/slots.ts";
 import { transient } from "../harness/doubles.ts";

@@ -3,7 +3,7 @@
 // the core's timing tests run on. Each test says which fault it needs; nothing else is mocked.
 import { afterEach, beforeEach, vi } from "vitest";
 import type { Backend, FetchLike } from "../../src/backend.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { BackendError } from "../../src/index.ts";
 
 /** Fakes every timer and both clocks (monotonic and wall), as the core's timing tests need. */

@@ -6,15 +6,17 @@
 //   - console.* is patched to scan everything printed (errors with their causes and stacks);
 //   - unhandled rejections and uncaught exceptions are scanned too;
 //   - afterAll fails the file if any scanned text contains a secret.
-// Secrets: the injected Upstash token, Azure account key and DynamoDB secret access key, everything registered through
-// registerSecret() (tests that make up wrong tokens, SAS signatures, bearer tokens), and, without
+// Secrets: the injected ones and the secret environment variables (scripts/backends.mjs names
+// them per backend), everything registered through registerSecret() (tests that make up wrong
+// tokens, SAS signatures, bearer tokens), and, without
 // registration, anything shaped like a SAS signature (`sig=...`), a bearer token, a JWT, an
 // `AccountKey=...`. (A SharedKey request signature is not treated as a secret: it authorizes only
 // that one request, and a fetch that echoes its headers shows it today.)
 // Tests can also call checkNoSecrets(value) on errors the library did not construct itself
 // (TypeErrors from option validation).
 import { inspect as nodeInspect } from "node:util";
-import { afterAll, expect, inject, vi } from "vitest";
+import { afterAll, expect, inject, type ProvidedContext, vi } from "vitest";
+import { BACKENDS } from "../../scripts/backends.mjs";
 
 vi.mock("../../src/errors.ts", async (importOriginal) => {
   const original = await importOriginal<typeof import("../../src/errors.ts")>();
@@ -131,18 +133,27 @@ export function secretStats(): Readonly<Registry["counts"]> & { secrets: number;
   return { ...registry.counts, secrets: registry.secrets.size, leaks: registry.leaks.length };
 }
 
-// The injected credentials (absent when a project runs without the global setups).
-for (const key of ["upstash", "azurite", "cloudflare", "dynamodb"] as const) {
+// The injected credentials (absent when a project runs without the global setups): the secret
+// fields of what each backend's server provides, as the table of backends names them.
+for (const row of BACKENDS) {
+  if (row.server === null) continue;
+  let ctx: unknown;
   try {
-    const ctx = inject(key) as
-      | { token?: string; accountKey?: string; credentials?: { secretAccessKey?: string } }
-      | undefined;
-    if (ctx?.token) registerSecret(ctx.token);
-    if (ctx?.accountKey) registerSecret(ctx.accountKey);
-    if (ctx?.credentials?.secretAccessKey) registerSecret(ctx.credentials.secretAccessKey);
+    ctx = inject(row.server as keyof ProvidedContext);
   } catch {
-    // not provided
+    continue; // not provided
   }
+  for (const field of row.secrets) {
+    const value = field
+      .split(".")
+      .reduce<unknown>((v, k) => (v as Record<string, unknown> | undefined)?.[k], ctx);
+    if (typeof value === "string" && value !== "") registerSecret(value);
+  }
+}
+// And the secret environment variables a backend reads, when this process has them.
+for (const name of new Set(BACKENDS.flatMap((row) => row.env))) {
+  const value = process.env[name];
+  if (value !== undefined && value.length >= 6) registerSecret(value);
 }
 
 // console.*: scan what is printed, print it unchanged.

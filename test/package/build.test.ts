@@ -11,7 +11,7 @@ describe("the built package", () => {
     for (const file of [
       "dist/index.js",
       "dist/index.d.ts",
-      "dist/backends/memory.js",
+      "dist/backends/memory/index.js",
       "dist/testing/index.js",
     ]) {
       expect(existsSync(new URL(file, root)), file).toBe(true);

@@ -15,7 +15,8 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
-import { memory } from "../../src/backends/memory.ts";
+import { BACKENDS } from "../../scripts/backends.mjs";
+import { memory } from "../../src/backends/memory/index.ts";
 import { conformanceChecks } from "../../src/testing/index.ts";
 import { NODE24 } from "../harness/servers/runtimes.ts";
 import { OPTIONS } from "../harness/smoke/conformance.ts";
@@ -218,6 +219,16 @@ describe.concurrent("the smoke suite on every runtime", { timeout: 90_000 }, () 
 // on the other runtimes; Node 20 runs it in test/backends/cloudflare/conformance.test.ts, and the
 // binding mode runs inside workerd there too. One runtime at a time: together they would load
 // the shared workerd three times over.
+// The table of backends (scripts/backends.mjs) says where each runs; the smoke suite checks on
+// every runtime exactly the backends said to run on all of them.
+it("the smoke suite covers every backend the table says runs on every runtime, and no other", () => {
+  const everywhere = BACKENDS.filter((row) =>
+    (["node", "bun", "deno", "workerd"] as const).every((r) => row.runtimes.includes(r)),
+  );
+  const smoked = new Set(SMOKE_CHECKS.map((check) => check.slice(0, check.indexOf(":"))));
+  expect([...smoked].sort()).toEqual(everywhere.map((row) => row.name).sort());
+});
+
 describe("the conformance suite through durableObject({ url, token })", {
   timeout: 120_000,
 }, () => {

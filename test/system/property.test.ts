@@ -11,7 +11,7 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { durableObject } from "../../src/backends/cloudflare/index.ts";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { type Backend, createMutex, type FetchLike, isLockError, type Lease } from "../../src/index.ts";
 import { defaultStopMargin, guardOf, quietBound, renewalBound } from "../../src/timing.ts";

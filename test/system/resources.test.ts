@@ -6,7 +6,7 @@ import { execFileSync } from "node:child_process";
 import { getEventListeners } from "node:events";
 import { fileURLToPath } from "node:url";
 import { describe, expect, inject, it } from "vitest";
-import { memory } from "../../src/backends/memory.ts";
+import { memory } from "../../src/backends/memory/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, type Mutex } from "../../src/index.ts";
 
@@ -69,7 +69,7 @@ describe("no timers, listeners or memory left behind", () => {
     const src = (p: string) => fileURLToPath(new URL(`../../src/${p}`, import.meta.url));
     const script = `
       const { createMutex } = await import(${JSON.stringify(src("index.ts"))});
-      const { memory } = await import(${JSON.stringify(src("backends/memory.ts"))});
+      const { memory } = await import(${JSON.stringify(src("backends/memory/index.ts"))});
       const mutex = createMutex(memory(), { name: "heap", ttl: 5000 });
       const outer = new AbortController();
       const run = async (n) => {

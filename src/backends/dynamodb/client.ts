@@ -6,8 +6,8 @@ import { sleep } from "../../time.ts";
 import { send } from "../shared/http.ts";
 import { authStatus, retryableStatus } from "../shared/options.ts";
 import { redact } from "../shared/redact.ts";
+import { signer } from "../shared/sigv4.ts";
 import type { Config } from "./options.ts";
-import { signer } from "./sigv4.ts";
 
 export const NAME = "dynamodb";
 

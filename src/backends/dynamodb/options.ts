@@ -3,9 +3,9 @@
 import type { FetchLike } from "../../backend.ts";
 import { check } from "../../options.ts";
 import { fetchOption, httpUrl } from "../shared/options.ts";
-import type { AwsCredentials } from "./sigv4.ts";
+import type { AwsCredentials } from "../shared/sigv4.ts";
 
-export type { AwsCredentials } from "./sigv4.ts";
+export type { AwsCredentials } from "../shared/sigv4.ts";
 
 /**
  * Credentials, or a function that answers them (called before each request; it should cache,

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { makeLimitedV8Serializer, openKv } from "@deno/kv";
 import { afterAll, describe, expect, it } from "vitest";
-import { denoKv, type KvLike } from "../../../src/backends/deno-kv.ts";
+import { denoKv, type KvLike } from "../../../src/backends/deno-kv/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "leasehold-kv-"));

@@ -5,7 +5,7 @@
 import { openKv } from "@deno/kv";
 import { afterAll, expect, it } from "vitest";
 import type { Backend } from "../../../src/backend.ts";
-import { denoKv, type KvLike } from "../../../src/backends/deno-kv.ts";
+import { denoKv, type KvLike } from "../../../src/backends/deno-kv/index.ts";
 import { createMutex } from "../../../src/index.ts";
 import { observedWait } from "../../../src/timing.ts";
 

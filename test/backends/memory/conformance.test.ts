@@ -1,7 +1,7 @@
 // The conformance suite on the memory backend: as it is, and as a store without expiry of its
 // own (expiry: "observed"), where the core takes a lock over after seeing its version unchanged.
 import { describe, it } from "vitest";
-import { memory } from "../../../src/backends/memory.ts";
+import { memory } from "../../../src/backends/memory/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
 
 describe("memory", () => {

@@ -4,8 +4,8 @@
 // members add up on an idle name until heal() raises it (docs/DESIGN.md §13); and a grant that
 // lands after the lease was released is given back.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { memory } from "../../../src/backends/memory.ts";
-import { heal, quorum } from "../../../src/backends/quorum.ts";
+import { memory } from "../../../src/backends/memory/index.ts";
+import { heal, quorum } from "../../../src/backends/quorum/index.ts";
 import { type FenceHealed, upstash } from "../../../src/backends/upstash/index.ts";
 import { createMutex, type Mutex } from "../../../src/index.ts";
 import { freePort } from "../../harness/servers/azurite.ts";

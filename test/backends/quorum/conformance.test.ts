@@ -3,7 +3,7 @@
 // (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently).
 import { afterAll, beforeAll, describe, inject, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
-import { quorum } from "../../../src/backends/quorum.ts";
+import { quorum } from "../../../src/backends/quorum/index.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
 import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";

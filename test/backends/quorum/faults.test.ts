@@ -3,8 +3,8 @@
 // writes), a member partitioned by the fault proxy, counters that drifted apart; and its checks.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Backend } from "../../../src/backend.ts";
-import { memory } from "../../../src/backends/memory.ts";
-import { quorum, quorumSize } from "../../../src/backends/quorum.ts";
+import { memory } from "../../../src/backends/memory/index.ts";
+import { quorum, quorumSize } from "../../../src/backends/quorum/index.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { BackendError, createMutex } from "../../../src/index.ts";
 import { sleep } from "../../../src/time.ts";

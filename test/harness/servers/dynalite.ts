@@ -1,6 +1,6 @@
 // dynalite (the npm devDependency): DynamoDB's JSON API on an in-memory LevelDB, in this process,
 // on a free loopback port. It checks the shape of a request's SigV4 Authorization header but not
-// the signature (test/backends/dynamodb/sigv4.test.ts checks that against the AWS SDK).
+// the signature (test/backends/shared/sigv4.test.ts checks that against the AWS SDK).
 import type { Server } from "node:http";
 import { CreateTableCommand, DescribeTableCommand, DynamoDBClient } from "@aws-sdk/client-dynamodb";
 import dynalite from "dynalite";

@@ -21,8 +21,8 @@
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
 import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
 import type * as DynamoDBModule from "../../../src/backends/dynamodb/index.ts";
-import type * as MemoryModule from "../../../src/backends/memory.ts";
-import type * as QuorumModule from "../../../src/backends/quorum.ts";
+import type * as MemoryModule from "../../../src/backends/memory/index.ts";
+import type * as QuorumModule from "../../../src/backends/quorum/index.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 

@@ -5,7 +5,7 @@
 import { createHash, createHmac } from "node:crypto";
 import { SignatureV4 } from "@smithy/signature-v4";
 import { describe, expect, it } from "vitest";
-import { type AwsCredentials, signer } from "../../../src/backends/dynamodb/sigv4.ts";
+import { type AwsCredentials, signer } from "../../../src/backends/shared/sigv4.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 
 type Data = string | ArrayBuffer | ArrayBufferView;

@@ -33,43 +33,14 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../backend.ts";
-import { BackendError, fenceExhausted } from "../errors.ts";
-import { check } from "../options.ts";
-import { abortable } from "../signals.ts";
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError, fenceExhausted } from "../../errors.ts";
+import { check } from "../../options.ts";
+import { abortable } from "../../signals.ts";
+import type { KvEntryLike, KvKey, KvLike } from "./kv.ts";
+import { foreign, type LeaseRecord, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
 
-/** A Deno KV key part. */
-export type KvKeyPart = string | number | bigint | boolean | Uint8Array;
-/** A Deno KV key. */
-export type KvKey = readonly KvKeyPart[];
-
-/** An entry as `Deno.Kv` reads it: `versionstamp` null when the key does not exist. */
-export interface KvEntryLike {
-  /** The value, or null when the key does not exist. */
-  value: unknown;
-  /** The entry's version, or null when the key does not exist. */
-  versionstamp: string | null;
-}
-
-/** The part of `Deno.AtomicOperation` this backend uses. */
-export interface KvAtomicLike {
-  /** Commits only if each key still has its versionstamp (null: does not exist). */
-  check(...checks: { key: KvKey; versionstamp: string | null }[]): KvAtomicLike;
-  /** Writes `value` at `key`. */
-  set(key: KvKey, value: unknown): KvAtomicLike;
-  /** Deletes `key`. */
-  delete(key: KvKey): KvAtomicLike;
-  /** Applies the operation; `ok: false` when a check failed. */
-  commit(): Promise<{ ok: boolean; versionstamp?: string }>;
-}
-
-/** The part of `Deno.Kv` this backend uses; `Deno.openKv()` and `@deno/kv`'s `openKv()` fit. */
-export interface KvLike {
-  /** Reads several keys at once. */
-  getMany(keys: KvKey[], options?: { consistency?: "strong" | "eventual" }): Promise<KvEntryLike[]>;
-  /** Starts an atomic operation. */
-  atomic(): KvAtomicLike;
-}
+export type { KvAtomicLike, KvEntryLike, KvKey, KvKeyPart, KvLike } from "./kv.ts";
 
 /** Options of {@link denoKv}. */
 export interface DenoKvOptions {
@@ -77,60 +48,8 @@ export interface DenoKvOptions {
   prefix?: KvKey;
 }
 
-/** A lease as stored in the lock's entry (not the public `Lease` handle). */
-interface LeaseRecord {
-  nonce: string;
-  owner: string;
-  token: number;
-  ttl: number;
-}
-
-const NAME = "deno-kv";
-const WHERE = `[${NAME}]`;
 /** Commits that lost a race to another writer are tried again this many times. */
 const ATTEMPTS = 5;
-
-/** `@deno/kv`'s Kv shows its value serializer (Deno's own does not). */
-interface SerializerLike {
-  encodeV8?: (value: unknown) => Uint8Array;
-  decodeV8?: (bytes: Uint8Array) => unknown;
-}
-
-/**
- * The lease as stored: JSON with every non-ASCII character escaped (`\uXXXX`), so the string is
- * ASCII. `@deno/kv`'s makeLimitedV8Serializer (the one Bun needs) reads the characters U+0080 to
- * U+00FF back wrong (an owner "José" came back as "Jos\uFFFD"); JSON.parse reads both forms.
- */
-const recordOf = (lease: LeaseRecord): string =>
-  JSON.stringify(lease).replace(
-    /[\u0080-\uffff]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
-  );
-
-const foreign = (what: string) =>
-  new BackendError(`the ${what} key holds a value leasehold did not write`, {
-    backend: NAME,
-    retryable: false,
-  });
-
-/** The lease an entry holds: null when none; a value leasehold did not write is an error. */
-function leaseOf(entry: KvEntryLike | undefined): LeaseRecord | null {
-  const v = entry?.value;
-  if (v === null || v === undefined) return null;
-  let lease: Partial<LeaseRecord> | undefined;
-  try {
-    lease = typeof v === "string" ? (JSON.parse(v) as Partial<LeaseRecord>) : undefined;
-  } catch {}
-  if (
-    typeof lease?.nonce !== "string" ||
-    typeof lease.owner !== "string" ||
-    !Number.isSafeInteger(lease.token) ||
-    typeof lease.ttl !== "number"
-  ) {
-    throw foreign("lock");
-  }
-  return lease as LeaseRecord;
-}
 
 /**
  * Creates a Deno KV backend for {@link createMutex}.
@@ -156,30 +75,7 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     WHERE,
     "options.prefix must be an array of key parts (strings, numbers, bigints, booleans)",
   );
-  // A record this KV's serializer would not read back is refused before it is written, rather than
-  // leave a lock nobody can read: makeLimitedV8Serializer writes a string's length in one byte.
-  const serializer = kv as KvLike & SerializerLike;
-  const readsBack =
-    typeof serializer.encodeV8 === "function" && typeof serializer.decodeV8 === "function"
-      ? (value: string) => {
-          try {
-            return serializer.decodeV8!(serializer.encodeV8!(value)) === value;
-          } catch {
-            return false;
-          }
-        }
-      : () => true;
-  /** The record of `lease`, checked against the serializer. */
-  const stored = (lease: LeaseRecord): string => {
-    const value = recordOf(lease);
-    check(
-      readsBack(value),
-      WHERE,
-      `owner is too long for this KV: its value serializer does not read back the lock's record of ${value.length} characters (@deno/kv's makeLimitedV8Serializer, which Bun needs, stores strings of at most 255 bytes: an owner of up to about 170 ASCII characters)`,
-      RangeError,
-    );
-    return value;
-  };
+  const stored = recordWriter(kv);
   const lockKey = (key: string): KvKey => [...prefix, "lock", key];
   const fenceKey = (key: string): KvKey => [...prefix, "fence", key];
   // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and

@@ -1,6 +1,7 @@
-// AWS Signature Version 4 for one POST with a JSON body, signed with WebCrypto (HMAC-SHA256,
-// SHA-256): what the DynamoDB JSON API needs, nothing more. Internal: not a package entry.
-// test/backends/dynamodb/sigv4.test.ts checks it against the AWS SDK's own signer.
+// AWS Signature Version 4 for one POST with a JSON body and no query, signed with WebCrypto
+// (HMAC-SHA256, SHA-256). Shared by the backends over AWS-signed APIs (today dynamodb): what the
+// DynamoDB JSON API needs, nothing more. Internal: not a package entry.
+// test/backends/shared/sigv4.test.ts checks it against the AWS SDK's own signer.
 
 /** AWS credentials: an access key pair, with the session token of temporary credentials. */
 export interface AwsCredentials {

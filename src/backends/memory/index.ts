@@ -5,9 +5,9 @@
  *
  * @module
  */
-import type { AcquireResult, Backend } from "../backend.ts";
-import { check } from "../options.ts";
-import { now } from "../time.ts";
+import type { AcquireResult, Backend } from "../../backend.ts";
+import { check } from "../../options.ts";
+import { now } from "../../time.ts";
 
 interface Held {
   nonce: string;

@@ -1,3 +1,5 @@
+// One long file for one closure: the operations share one quorum's state (its leases, releases, stragglers).
+// (Asking the members is in fan-out.ts, healing in heal.ts, the checks in options.ts.)
 /**
  * A Backend over N ≥ 3 independent backends that keeps its guarantees while some of them are
  * unreachable, and while up to `amnesia` of them have lost their writes (a failover of an
@@ -46,32 +48,16 @@
  *
  * @module
  */
-import { type AcquireResult, type Backend, checkBackend, type HolderInfo } from "../backend.ts";
-import { BackendError } from "../errors.ts";
-import { check, checkSignal, fail, isNumber } from "../options.ts";
-import { linkedSignal, noAnswer, requestSignal } from "../signals.ts";
-import { now, timer } from "../time.ts";
+import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import { BackendError } from "../../errors.ts";
+import { now } from "../../time.ts";
+import { fanOutOver, NAME } from "./fan-out.ts";
+import { healerOver, healers } from "./heal.ts";
+import { checkQuorum, type QuorumOptions } from "./options.ts";
 
-/** Options of {@link quorum}. */
-export interface QuorumOptions {
-  /**
-   * How many members may have lost their writes while no second holder gets in and no token
-   * repeats: members that lost them since the name was last acquired (while it sits idle) or
-   * renewed (while it is held), and were not healed by {@link heal} since. Wipes of different
-   * members add up on an idle name. An integer from 0 to N − 1; each one more costs a larger
-   * quorum (see the table in the module documentation). Default 0: a majority, as Redlock.
-   */
-  amnesia?: number;
-  /**
-   * Called with each member's failure (the member's error and its index in `backends`) while the
-   * quorum goes on without it. Default: none. A failure that leaves too few members to decide is
-   * also the operation's error.
-   */
-  onMemberError?: (error: unknown, member: number) => void;
-}
+export { type HealOptions, type HealReport, heal } from "./heal.ts";
+export { type QuorumOptions, quorumSize } from "./options.ts";
 
-const NAME = "quorum";
-const WHERE = `[${NAME}]`;
 /** The longest a request left behind by its decision may still run, in ms. */
 const STRAGGLER_MS = 10_000;
 /** How many leases, and how many nonces released lately, a quorum remembers (the oldest dropped). */
@@ -90,23 +76,6 @@ interface Held {
   owner: string;
   token: number;
 }
-
-/** Heals names on a quorum's members: see {@link heal}. */
-type Healer = (
-  names: readonly string[],
-  ttl: number,
-  timeout: number,
-  signal: AbortSignal | undefined,
-) => Promise<HealReport[]>;
-/** The healer of each backend made by {@link quorum}. */
-const healers = new WeakMap<Backend, Healer>();
-
-/** The quorum size for `n` members of which `amnesia` may have lost their writes (see {@link QuorumOptions.amnesia}). */
-export function quorumSize(n: number, amnesia: number): number {
-  return Math.ceil((n + amnesia + 1) / 2);
-}
-
-type Answer<T> = { member: number; ok: true; value: T } | { member: number; ok: false; error: unknown };
 
 /**
  * A Backend that decides each operation by a quorum of `backends`.
@@ -131,158 +100,9 @@ type Answer<T> = { member: number; ok: true; value: T } | { member: number; ok: 
  * ```
  */
 export function quorum(backends: readonly Backend[], options: QuorumOptions = {}): Backend {
-  check(Array.isArray(backends), WHERE, "backends must be an array of backends");
-  const members = [...backends];
-  const n = members.length;
-  check(n >= 3, WHERE, `needs at least 3 backends, got ${n}`);
-  members.forEach((b, i) => {
-    const what = `backends[${i}]`;
-    checkBackend(b, WHERE, what);
-    check(
-      typeof b.raiseFence === "function",
-      WHERE,
-      `${what} (${String(b.name)}) has no raiseFence, which a quorum needs for fencing tokens that never go back`,
-    );
-    // A member without expiry of its own needs the contender's observation of each member's
-    // version, which a quorum does not make: it could never take over a crashed holder's lock.
-    check(
-      b.expiry !== "observed",
-      WHERE,
-      `${what} (${String(b.name)}) expires locks by observation (docs/DESIGN.md §14), which a quorum does not support`,
-    );
-    check(
-      members.indexOf(b) === i,
-      WHERE,
-      `${what} is backends[${members.indexOf(b)}] again: members must be independent`,
-    );
-  });
-  check(typeof options === "object" && options !== null, WHERE, "options must be an object");
-  const { amnesia = 0, onMemberError } = options;
-  check(
-    Number.isSafeInteger(amnesia) && amnesia >= 0 && amnesia < n,
-    WHERE,
-    `amnesia must be an integer from 0 to ${n - 1} (the backends - 1), got ${String(amnesia)}`,
-    RangeError,
-  );
-  check(
-    onMemberError === undefined || typeof onMemberError === "function",
-    WHERE,
-    "onMemberError must be a function",
-  );
-  const q = quorumSize(n, amnesia);
-  let min = 0;
-  let max = Number.POSITIVE_INFINITY;
-  for (const b of members) {
-    if (b.ttlRange) {
-      min = Math.max(min, b.ttlRange[0]);
-      max = Math.min(max, b.ttlRange[1]);
-    }
-  }
-  if (min > max) fail(WHERE, "the backends' ttl ranges do not overlap: no ttl suits them all", RangeError);
-  const ttlRange = members.some((b) => b.ttlRange) ? ([min, max] as const) : undefined;
-
-  /**
-   * Sends `send` to the members `to` (default: all) at once and resolves with what `decide` makes
-   * of the answers as soon as it can tell: it is called after each answer with the answers so far
-   * and how many are still out, and must decide once none is. The requests it did not wait for go
-   * on for at most `ms` more (or are cancelled when `cancel` is set); their answers go to `late`.
-   * Rejects with `signal`'s reason when that aborts first.
-   */
-  function fanOut<T, R>(
-    op: string,
-    signal: AbortSignal | undefined,
-    ms: number,
-    send: (member: Backend, signal: AbortSignal, index: number) => Promise<T>,
-    decide: (answers: Answer<T>[], pending: number) => R | undefined,
-    {
-      to = members.map((_, i) => i),
-      late = () => {},
-      cancel = false,
-    }: {
-      to?: number[];
-      late?: (answer: Answer<T>) => void;
-      cancel?: boolean;
-    } = {},
-  ): Promise<R> {
-    return new Promise<R>((resolve, reject) => {
-      // Until the decision the caller's signal bounds the requests; after it, `ms` does.
-      const stop = new AbortController();
-      const inner = linkedSignal([signal, stop.signal]);
-      const answers: Answer<T>[] = [];
-      let pending = to.length;
-      let decided = false;
-      let cancelled = false;
-      let unbound = (): void => {};
-      const end = (): void => {
-        decided = true;
-        signal?.removeEventListener("abort", onAbort);
-        if (pending === 0) return;
-        if (cancel) {
-          cancelled = true;
-          stop.abort();
-        } else unbound = timer(ms, () => stop.abort(noAnswer(NAME, op, ms)));
-      };
-      const onAbort = (): void => {
-        end();
-        reject(signal!.reason);
-      };
-      const settle = (answer: Answer<T>): void => {
-        pending--;
-        // A member's own failure is reported; the end of a request we stopped waiting for is not.
-        if (!answer.ok && !signal?.aborted && !cancelled) report(answer.error, answer.member);
-        if (decided) late(answer);
-        else {
-          answers.push(answer);
-          try {
-            const result = decide(answers, pending);
-            if (result !== undefined) {
-              end();
-              resolve(result);
-            }
-          } catch (error) {
-            end();
-            reject(error);
-          }
-        }
-        if (pending === 0) {
-          unbound();
-          inner.done();
-        }
-      };
-      if (signal?.aborted) return onAbort();
-      signal?.addEventListener("abort", onAbort, { once: true });
-      for (const member of to) {
-        Promise.resolve()
-          .then(() => send(members[member]!, inner.signal, member))
-          .then(
-            (value) => settle({ member, ok: true, value }),
-            (error: unknown) => settle({ member, ok: false, error }),
-          );
-      }
-    });
-  }
-
-  /**
-   * The error of an operation that too few members answered to decide. Retryable unless more
-   * than N − q members failed for good (non-retryable errors): only then can no quorum form
-   * again without someone fixing them. A member that forgot (a wipe, within `amnesia`) or is
-   * down for a while (within N − q) leaves it retryable.
-   */
-  function tooFew(op: string, answers: Answer<unknown>[], key: string): BackendError {
-    const errors = answers.flatMap((a) => (a.ok ? [] : [a.error]));
-    const answered = answers.length - errors.length;
-    const detail = errors.map((e) => (e instanceof Error ? e.message : String(e))).join("; ");
-    const retryable = errors.filter((e) => e instanceof BackendError && !e.retryable).length <= n - q;
-    return new BackendError(
-      `${op} ${JSON.stringify(key)}: ${answered} of ${n} backends answered, a quorum is ${q}: ${detail}`,
-      {
-        backend: NAME,
-        retryable,
-        auth: !retryable && errors.every((e) => e instanceof BackendError && e.code === "ERR_BACKEND_AUTH"),
-        cause: new AggregateError(errors, "the members' errors"),
-      },
-    );
-  }
+  const { members, n, q, onMemberError, ttlRange } = checkQuorum(backends, options);
+  const { fanOut, tooFew, everyMember } = fanOutOver(members, q, report);
+  const healNames = healerOver(members, everyMember);
 
   // Requests left behind by a decision run at most one ttl (the last one asked for), after which
   // the lease they are about has expired on the member anyway.
@@ -338,77 +158,6 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     } finally {
       if (released.has(nonce)) giveBack(m, key, nonce);
     }
-  }
-
-  /** {@link heal} on this quorum: each name in turn. */
-  async function healNames(
-    names: readonly string[],
-    ttl: number,
-    timeout: number,
-    signal: AbortSignal | undefined,
-  ): Promise<HealReport[]> {
-    const reports: HealReport[] = [];
-    for (const name of names) reports.push(await healName(name, ttl, timeout, signal));
-    return reports;
-  }
-
-  /** Runs `step` on every member at once, each bounded by `timeout`; its error (reported) or value. */
-  function everyMember<T>(
-    op: string,
-    timeout: number,
-    signal: AbortSignal | undefined,
-    step: (b: Backend, signal: AbortSignal, m: number) => Promise<T>,
-  ): Promise<({ ok: true; value: T } | { ok: false })[]> {
-    return Promise.all(
-      members.map(async (b, m) => {
-        const bound = requestSignal(NAME, op, timeout, signal);
-        try {
-          return { ok: true as const, value: await step(b, bound.signal, m) };
-        } catch (error) {
-          if (!signal?.aborted) report(error, m);
-          return { ok: false as const };
-        } finally {
-          bound.done();
-        }
-      }),
-    );
-  }
-
-  /**
-   * Takes `name` on every member with a fresh nonce, waiting for each (bounded), raises every
-   * member that granted it to the highest token granted, and releases it everywhere. A member
-   * that refused holds it for someone else: nothing is taken from it.
-   */
-  async function healName(
-    name: string,
-    ttl: number,
-    timeout: number,
-    signal: AbortSignal | undefined,
-  ): Promise<HealReport> {
-    const nonce = crypto.randomUUID();
-    const owner = "leasehold heal";
-    const taken = await everyMember("heal", timeout, signal, (b, s) =>
-      b.acquire({ key: name, owner, nonce, ttl, signal: s }),
-    );
-    const tokens = taken.map((a) => (a.ok && a.value.ok ? a.value.token : 0));
-    const token = Math.max(...tokens);
-    const raised = await everyMember("heal", timeout, signal, async (b, s, m) => {
-      const got = tokens[m]!;
-      return got > 0 && (got >= token || b.raiseFence!({ key: name, owner, nonce, token, signal: s }));
-    });
-    // Given back everywhere, even where the answer was lost: the lock may be ours there.
-    await everyMember("release", timeout, undefined, (b, s) => b.release({ key: name, nonce, signal: s }));
-    signal?.throwIfAborted();
-    const which = (test: (m: number) => boolean) => members.flatMap((_, m) => (test(m) ? [m] : []));
-    const healed = which((m) => raised[m]!.ok && raised[m]!.value === true);
-    const held = which((m) => taken[m]!.ok && tokens[m] === 0);
-    return {
-      name,
-      token: token > 0 ? token : null,
-      healed,
-      held,
-      unreachable: which((m) => !healed.includes(m) && !held.includes(m)),
-    };
   }
 
   const backend: Backend = {
@@ -617,93 +366,4 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
   };
   healers.set(backend, healNames);
   return backend;
-}
-
-/** Options of {@link heal}. */
-export interface HealOptions {
-  /**
-   * How long each member may take for one name, for each step (take, raise, give back), in ms.
-   * Default 5 000; a number from 1 to half the ttl of the short lease heal takes (15 000 ms,
-   * brought within the members' ttl range).
-   */
-  timeout?: number;
-  /** Stops healing: `heal` gives back what it took and rejects with the signal's reason. */
-  signal?: AbortSignal;
-}
-
-/** What {@link heal} did for one name. Members are indexes in the quorum's `backends`. */
-export interface HealReport {
-  /** The lock's name. */
-  name: string;
-  /** The highest token a member granted, to which the members in `healed` are raised; null when none granted. */
-  token: number | null;
-  /** Members whose fence counter is now at least `token`. */
-  healed: number[];
-  /**
-   * Members that refused: the lock is held there. Nothing is taken from a holder; a holder's
-   * renewals heal the members that forgot its lease.
-   */
-  held: number[];
-  /**
-   * Members that failed (their errors went to `onMemberError`), did not answer within `timeout`,
-   * or whose raise did not take: heal the name again once they are back.
-   */
-  unreachable: number[];
-}
-
-/**
- * Heals lock names on a quorum after members lost writes (a restart without persistence, a
- * failover): for each name in turn, takes it on every member with a fresh nonce and waits for
- * each (every step bounded by `timeout`), raises every member that granted it to the highest
- * token granted, then gives it back everywhere. A member that forgot a name counts against
- * `amnesia` until an acquisition, a renewal or `heal` raises it again (docs/DESIGN.md §13): run
- * this after you restart a member that lost its writes, for the names that sit idle, while the
- * other members are up. A name held by someone (any member refused) is not taken: its holder's
- * renewals heal it.
- *
- * @param backend A backend made by {@link quorum}.
- * @param names The lock names (for a semaphore, its slot keys `name:permit:i`).
- * @param options `timeout` and `signal`.
- * @returns One report per name, in order.
- * @throws {TypeError} When `backend` was not made by `quorum()`, `names` is not an array of
- *   non-empty strings, or an option has the wrong type.
- * @throws {RangeError} When `timeout` is out of range.
- *
- * @example After restarting a member without persistence
- * ```ts
- * import type { Backend } from "leasehold";
- * import { heal, quorum } from "leasehold/quorum";
- *
- * declare const members: Backend[]; // four independent stores, one of which just restarted empty
- *
- * const backend = quorum(members, { amnesia: 1 });
- * for (const r of await heal(backend, ["nightly-report", "invoices"])) {
- *   if (r.unreachable.length) console.warn(`${r.name}: members ${r.unreachable} not healed; run heal again`);
- * }
- * ```
- */
-export async function heal(
-  backend: Backend,
-  names: readonly string[],
-  options: HealOptions = {},
-): Promise<HealReport[]> {
-  const healer = typeof backend === "object" && backend !== null ? healers.get(backend) : undefined;
-  check(healer !== undefined, `${WHERE} heal:`, "backend must be a backend made by quorum()");
-  check(
-    Array.isArray(names) && names.every((x) => typeof x === "string" && x !== ""),
-    `${WHERE} heal:`,
-    "names must be an array of lock names (non-empty strings)",
-  );
-  check(typeof options === "object" && options !== null, `${WHERE} heal:`, "options must be an object");
-  const { timeout = 5_000, signal } = options;
-  checkSignal(`${WHERE} heal`, signal);
-  // A short lease that outlives every step (timeout ≤ ttl / 2), within every member's ttl range.
-  const ttl = Math.min(Math.max(15_000, backend.ttlRange?.[0] ?? 0), backend.ttlRange?.[1] ?? Infinity);
-  check(
-    isNumber(timeout) && timeout >= 1 && timeout <= ttl / 2,
-    `${WHERE} heal:`,
-    `timeout must be a number of ms from 1 to ${ttl / 2} (half the ttl of the lease heal takes), got ${String(timeout)}`,
-    RangeError,
-  );
-  return healer(names, ttl, timeout, signal);
 }

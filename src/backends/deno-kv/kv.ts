@@ -1,0 +1,34 @@
+// The part of Deno KV this backend uses, as types: Deno.openKv()'s Kv and @deno/kv's fit them.
+
+/** A Deno KV key part. */
+export type KvKeyPart = string | number | bigint | boolean | Uint8Array;
+/** A Deno KV key. */
+export type KvKey = readonly KvKeyPart[];
+
+/** An entry as `Deno.Kv` reads it: `versionstamp` null when the key does not exist. */
+export interface KvEntryLike {
+  /** The value, or null when the key does not exist. */
+  value: unknown;
+  /** The entry's version, or null when the key does not exist. */
+  versionstamp: string | null;
+}
+
+/** The part of `Deno.AtomicOperation` this backend uses. */
+export interface KvAtomicLike {
+  /** Commits only if each key still has its versionstamp (null: does not exist). */
+  check(...checks: { key: KvKey; versionstamp: string | null }[]): KvAtomicLike;
+  /** Writes `value` at `key`. */
+  set(key: KvKey, value: unknown): KvAtomicLike;
+  /** Deletes `key`. */
+  delete(key: KvKey): KvAtomicLike;
+  /** Applies the operation; `ok: false` when a check failed. */
+  commit(): Promise<{ ok: boolean; versionstamp?: string }>;
+}
+
+/** The part of `Deno.Kv` this backend uses; `Deno.openKv()` and `@deno/kv`'s `openKv()` fit. */
+export interface KvLike {
+  /** Reads several keys at once. */
+  getMany(keys: KvKey[], options?: { consistency?: "strong" | "eventual" }): Promise<KvEntryLike[]>;
+  /** Starts an atomic operation. */
+  atomic(): KvAtomicLike;
+}
