@@ -68,10 +68,6 @@ export interface Semaphore {
   readonly ttl: number;
   /** The identity `holders()` reports for this semaphore's permits. */
   readonly owner: string;
-  /** The longest pause between acquire attempts, in ms. */
-  readonly retryDelay: number;
-  /** How long before a permit could expire its signal aborts, in ms. */
-  readonly stopMargin: number;
   /**
    * One attempt: resolves a {@link Permit}, or `null` when every slot is taken (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer,
@@ -253,8 +249,6 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     limit,
     ttl,
     owner,
-    retryDelay: o.retryDelay,
-    stopMargin: o.stopMargin,
     async tryAcquire(opts) {
       const { signal } = optionsOf("tryAcquire", opts);
       checkSignal("tryAcquire", signal);

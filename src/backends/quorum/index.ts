@@ -56,7 +56,7 @@ import { healerOver, healers } from "./heal.ts";
 import { checkQuorum, type QuorumOptions } from "./options.ts";
 
 export { type HealOptions, type HealReport, heal } from "./heal.ts";
-export { type QuorumOptions, quorumSize } from "./options.ts";
+export type { QuorumOptions } from "./options.ts";
 
 /** The longest a request left behind by its decision may still run, in ms. */
 const STRAGGLER_MS = 10_000;

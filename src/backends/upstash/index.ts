@@ -1,6 +1,6 @@
 // The backend keeps its state (the read-only fallback) in one closure; the Lua scripts and the
 // lock logic (the fence memory included) are in ../shared/redis-scripts.ts, shared with the redis
-// backend, and fromEnv in env.ts.
+// backend.
 /**
  * The Upstash Redis backend: speaks Upstash's REST API with `fetch` only, no client library.
  * Each operation is one Lua script and one HTTP round trip (inspect: see below).
@@ -49,7 +49,6 @@ import { INSPECT } from "../shared/redis-lua.ts";
 import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
 
 export type { FenceHealed } from "../shared/redis-scripts.ts";
-export { fromEnv } from "./env.ts";
 
 /** Options of {@link upstash}. */
 export interface UpstashOptions {
@@ -236,4 +235,51 @@ export function upstash(options: UpstashOptions): Backend {
       "by eviction (turn Eviction off for this database in the Upstash console) or by a failover or flush that lost writes",
     onFenceHealed,
   });
+}
+
+/**
+ * Creates an Upstash Redis backend from `UPSTASH_REDIS_REST_URL` and `UPSTASH_REDIS_REST_TOKEN`
+ * (or Vercel's `KV_REST_API_URL` and `KV_REST_API_TOKEN`).
+ *
+ * @param env Where to read the variables: Workers' `env` binding, or any record. Default:
+ *   `process.env` (Node, Bun) or `Deno.env` (Deno, needs `--allow-env`).
+ * @param options The other {@link UpstashOptions}: `fetch`, `prefix` and `onFenceHealed`.
+ * @returns The backend, as {@link upstash} makes it.
+ * @throws {TypeError} When a variable is missing or invalid.
+ *
+ * @example In a Cloudflare Worker
+ * ```ts
+ * import { createMutex } from "leasehold";
+ * import { fromEnv } from "leasehold/upstash";
+ *
+ * interface Env {
+ *   UPSTASH_REDIS_REST_URL: string;
+ *   UPSTASH_REDIS_REST_TOKEN: string;
+ * }
+ * declare function doWork(signal: AbortSignal): Promise<void>; // your job
+ *
+ * export default {
+ *   async scheduled(_controller: ScheduledController, env: Env, ctx: ExecutionContext) {
+ *     const lease = await createMutex(fromEnv(env), { name: "cron" }).tryAcquire();
+ *     if (lease) ctx.waitUntil(doWork(lease.signal).finally(() => lease.release()));
+ *   },
+ * };
+ * ```
+ */
+export function fromEnv(env?: UpstashEnv, options?: Omit<UpstashOptions, "url" | "token">): Backend {
+  const read = env ? (name: string) => (env as Record<string, unknown>)[name] : readGlobalEnv;
+  const url = read("UPSTASH_REDIS_REST_URL") || read("KV_REST_API_URL");
+  const token = read("UPSTASH_REDIS_REST_TOKEN") || read("KV_REST_API_TOKEN");
+  check(typeof url === "string" && url !== "", "[upstash]", "UPSTASH_REDIS_REST_URL is not set");
+  check(typeof token === "string" && token !== "", "[upstash]", "UPSTASH_REDIS_REST_TOKEN is not set");
+  return upstash({ ...options, url: url as string, token: token as string });
+}
+
+function readGlobalEnv(name: string): unknown {
+  const g = globalThis as {
+    process?: { env?: Record<string, string | undefined> };
+    Deno?: { env?: { get(name: string): string | undefined } };
+  };
+  if (g.Deno?.env) return g.Deno.env.get(name);
+  return g.process?.env?.[name];
 }

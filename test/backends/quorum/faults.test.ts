@@ -4,7 +4,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Backend } from "../../../src/backend.ts";
 import { memory } from "../../../src/backends/memory/index.ts";
-import { quorum, quorumSize } from "../../../src/backends/quorum/index.ts";
+import { quorum } from "../../../src/backends/quorum/index.ts";
+import { quorumSize } from "../../../src/backends/quorum/options.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { BackendError, createMutex } from "../../../src/index.ts";
 import { sleep } from "../../../src/time.ts";
