@@ -23,7 +23,7 @@ export const EXIT = {
   notFound: 127,
 } as const;
 
-/** What each exit status means, per command: the help and the README list these. */
+/** What each exit status means, per command: the help and docs/cli.md list these. */
 const STATUSES: readonly (readonly [status: string, commands: readonly CommandName[], meaning: string])[] = [
   ["0-255", ["exec"], "the command's own status (128+n when it was killed by signal n)"],
   ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],

@@ -8,8 +8,8 @@ import { quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing
 
 /**
  * A held lock. Dispose it with `await using`, or call {@link Lease.release}. While `signal` is
- * not aborted, no other lease on the same name has an unaborted signal (see the README's
- * Guarantees); stop touching the guarded resource as soon as it aborts.
+ * not aborted, no other lease on the same name has an unaborted signal (see docs/guarantees.md,
+ * THREATS.md); stop touching the guarded resource as soon as it aborts.
  */
 export interface Lease extends AsyncDisposable {
   /** The lock name. */

@@ -17,7 +17,7 @@ export type AwsCredentialsOption = AwsCredentials | (() => AwsCredentials | Prom
 export interface DynamoDBOptions {
   /**
    * The table's name. Its partition key must be `pk` of type String (S), with no sort key: see
-   * `createTable`, or the README for the schema.
+   * `createTable`, or docs/backends/dynamodb.md for the schema.
    */
   table: string;
   /** The AWS region, such as `"eu-west-1"`. Default: `AWS_REGION` or `AWS_DEFAULT_REGION`. */

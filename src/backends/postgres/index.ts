@@ -10,7 +10,7 @@
  * across holders for as long as the table lives. Not advisory locks: those belong to a session
  * and break on pooled and HTTP drivers.
  *
- * The table: create it with the migration SQL in the README (section "PostgreSQL"), or pass
+ * The table: create it with the migration SQL in docs/backends/postgres.md, or pass
  * `createTable: true` to run `CREATE TABLE IF NOT EXISTS` before the first operation.
  *
  * @example With pg
@@ -49,8 +49,9 @@ export interface PostgresOptions {
   /** The table's schema (same characters). Default: none, the connection's `search_path` decides. */
   schema?: string;
   /**
-   * Run `CREATE TABLE IF NOT EXISTS` (the README's migration) before the first operation. Default
-   * `false`: create the table with your migrations, and the role needs no DDL right.
+   * Run `CREATE TABLE IF NOT EXISTS` (the migration in docs/backends/postgres.md) before the
+   * first operation. Default `false`: create the table with your migrations, and the role needs
+   * no DDL right.
    */
   createTable?: boolean;
 }
@@ -61,7 +62,7 @@ const SHAPES = "a pg Pool or Client, a postgres.js sql, Bun's SQL, or any client
 
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
-/** The table's columns; the README's migration is this statement. */
+/** The table's columns; the migration in docs/backends/postgres.md is this statement. */
 const columns =
   "(name text PRIMARY KEY, owner text NOT NULL, nonce text NOT NULL, fence bigint NOT NULL, expires_at timestamptz NOT NULL)";
 
@@ -189,7 +190,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     if (state === "42P01") {
       return new BackendError(
         `the lock table ${qualified} does not exist (${message}): create it with the migration SQL in ` +
-          "leasehold's README (section PostgreSQL), or pass createTable: true",
+          "leasehold's docs/backends/postgres.md, or pass createTable: true",
         { backend: NAME, retryable: false, cause: cause(error) },
       );
     }

@@ -115,7 +115,9 @@ describe("errors", () => {
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", retryable: false });
     expect(error?.message).toContain(`the lock table "${table}" does not exist`);
-    expect(error?.message).toMatch(/migration SQL in leasehold's README .* or pass createTable: true/);
+    expect(error?.message).toMatch(
+      /migration SQL in leasehold's docs\/backends\/postgres\.md, or pass createTable: true/,
+    );
     const { rows } = await client.query("SELECT to_regclass($1) AS t", [table]);
     expect(rows[0].t).toBeNull();
   });

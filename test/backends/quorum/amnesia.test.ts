@@ -138,7 +138,7 @@ describe("quorum(): wipes add up on an idle name; heal() raises it", () => {
       { amnesia: 1 },
     );
 
-  it("without heal(), two restarts a month apart count as two: the token goes back (as README and DESIGN §13 say)", async () => {
+  it("without heal(), two restarts a month apart count as two: the token goes back (as docs/backends/quorum.md and DESIGN §13 say)", async () => {
     const lock = name();
     await day0(lock);
     await dbs[0]!.wipe(); // day 1
