@@ -37,12 +37,26 @@ export interface AcquireGranted {
   token: number;
 }
 
-/** A refused acquire: someone else holds the lock. */
+/** A refused acquire: someone else holds the lock, or ({@link FireRecord}) it holds a done record. */
 export interface AcquireRefused extends ObservedRefusal {
   /** Refused. */
   ok: false;
   /** ms until the current lease expires on the backend, when known. */
   retryAfter?: number;
+  /**
+   * {@link FireRecord}: the key holds the record of a completed fire, written by `complete`: who
+   * ran it and with which token. Answered instead of `retryAfter`: the key will not be free
+   * before the record's `retain` ends.
+   */
+  done?: FireHolder;
+}
+
+/** Who completed a fire ({@link FireRecord}): the runner's owner and its lease's token. */
+export interface FireHolder {
+  /** The runner's owner, exactly as it acquired with it. */
+  owner: string;
+  /** The token of the runner's lease. */
+  token: number;
 }
 
 /** What a backend answers to an acquire attempt. */
@@ -73,6 +87,8 @@ export interface HolderInfo extends QueuedHolderInfo {
   token: number;
   /** ms left on the backend's own expiry, when known. */
   ttlLeft?: number;
+  /** {@link FireRecord}: the key holds the record of a completed fire, not a lease (`ttlLeft`: of the record). */
+  done?: boolean;
 }
 
 /** The methods every backend has. */
@@ -235,14 +251,43 @@ export interface RaiseFence {
   raiseFence?(r: RaiseFenceRequest): Promise<boolean>;
 }
 
+/** A {@link FireRecord.complete} request. */
+export interface CompleteRequest extends KeyRequest {
+  /** The nonce of the acquire that took the lease. */
+  nonce: string;
+  /** How long the done record lasts, in ms (an integer from 1 to 2 147 483 647). */
+  retain: number;
+}
+
+/** Optional capability: recording a completed fire, for `runOnce` (docs/DESIGN.md §17). */
+export interface FireRecord {
+  /**
+   * Optional; `runOnce` needs it. Atomically, if `nonce` holds `key`: replaces the lease with a
+   * done record (the lease's owner and token) that the store keeps for `retain` ms, which frees
+   * the lock, and answers `true`. Answers `false` and changes nothing when `nonce` does not hold
+   * `key` (the lease was lost). The key's fence counter is untouched, so an acquire after the
+   * record expired answers a greater token. While the record lasts, `acquire` (and `acquireQueued`)
+   * on `key` answers `{ ok: false, done: { owner, token } }` without `retryAfter`, `acquireAny`
+   * counts the key as taken, renew, release and raiseFence treat it as held by no nonce of theirs,
+   * and `inspect` answers the owner and token with `done: true`. One request.
+   */
+  complete?(r: CompleteRequest): Promise<boolean>;
+}
+
 /**
  * A storage backend for {@link createMutex} and `createSemaphore`: the four methods every backend
  * has, and the optional capabilities. See `leasehold/testing` to check one.
  */
-export interface Backend extends BackendBase, ObservedExpiry, QueuedAcquire, AcquireAny, RaiseFence {}
+export interface Backend
+  extends BackendBase,
+    ObservedExpiry,
+    QueuedAcquire,
+    AcquireAny,
+    RaiseFence,
+    FireRecord {}
 
 /** The optional methods, each a function when present. */
-const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence"] as const;
+const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence", "complete"] as const;
 
 /**
  * Throws a TypeError from `where` (such as `"createMutex:"`) unless `backend` has the shape of a

@@ -1,7 +1,14 @@
 // The engine that createMutex and createSemaphore share: one acquire request on one key (with its
 // observed-expiry state), the lease of a granted request, the events of an attempt, the wait of
 // acquire(), and run(). mutex.ts and semaphore.ts are its two faces; it knows neither.
-import type { AcquireRequest, Backend, HolderInfo } from "./backend.ts";
+import type {
+  AcquireAnyResult,
+  AcquireRequest,
+  AcquireResult,
+  Backend,
+  FireHolder,
+  HolderInfo,
+} from "./backend.ts";
 import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
@@ -30,7 +37,13 @@ export function core(backend: Backend, options: MutexOptions, where?: string): C
  * What one attempt answers: a lease (`L`: a mutex's {@link Lease}, a semaphore's permit), or that
  * it was refused (and when to try again, if known). @internal
  */
-export type Attempt<L extends Lease = Lease> = L | { retryAfter?: number };
+export type Attempt<L extends Lease = Lease> = L | Refusal;
+
+/** A refused attempt: when to try again, if known, or the fire's runner when it is done (§17). @internal */
+export interface Refusal {
+  retryAfter?: number;
+  done?: FireHolder;
+}
 
 /**
  * One attempt: `queue` asks a backend with `acquireQueued` to hold it open in line (§4.7); `n` is
@@ -43,9 +56,16 @@ export type AttemptFn<L extends Lease = Lease> = (
   start?: number,
 ) => Promise<Attempt<L>>;
 
-/** A refused attempt's answer: the backend's `retryAfter` when it is a number of ms ≥ 0. @internal */
-export function refused(result: { ok: boolean; retryAfter?: number } | undefined): { retryAfter?: number } {
-  const after = result?.ok === false ? result.retryAfter : undefined;
+/**
+ * A refused attempt's answer: the backend's `retryAfter` when it is a number of ms ≥ 0, and
+ * the done record's runner when it answered one (`done`, {@link FireRecord}). @internal
+ */
+export function refused(result: AcquireResult | AcquireAnyResult | undefined): Refusal {
+  if (result?.ok !== false) return {};
+  const done = "done" in result ? result.done : undefined;
+  if (typeof done?.owner === "string" && Number.isSafeInteger(done.token))
+    return { done: { owner: done.owner, token: done.token } };
+  const after = result.retryAfter;
   return isNumber(after) && after >= 0 ? { retryAfter: after } : {};
 }
 
@@ -125,6 +145,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
       bounded.done();
     }
     if (result?.ok !== true) {
+      if (result?.ok === false && result.done) return refused(result);
       if (observed) {
         const { version, ttl: held } = result?.ok === false ? result : {};
         if (typeof version !== "string" || !(isNumber(held) && held > 0)) {

@@ -17,7 +17,10 @@ export type {
   AcquireResult,
   Backend,
   BackendBase,
+  CompleteRequest,
   FetchLike,
+  FireHolder,
+  FireRecord,
   HolderInfo,
   InspectRequest,
   KeyRequest,
@@ -51,6 +54,7 @@ export {
 export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
 export { createMutex, type Mutex } from "./mutex.ts";
+export { nearestTick, type OnceOptions, type OnceResult, runOnce } from "./once.ts";
 export {
   createSemaphore,
   type Permit,

@@ -18,7 +18,7 @@ export function isNumber(value: unknown): value is number {
 }
 
 /** What a value is, for a message: its type, or `null`; never its content (it may be a secret). */
-function kind(value: unknown): string {
+export function kind(value: unknown): string {
   return value === null ? "null" : Array.isArray(value) ? "an array" : typeof value;
 }
 
@@ -31,15 +31,19 @@ const CONTROL = /\p{Cc}/u;
 const OWNER_RULE =
   "owner must be 1-256 characters (UTF-16 code units) of well-formed Unicode without control characters (U+0000-U+001F, U+007F-U+009F)";
 
-/** What is wrong with `owner`, for the message ({@link OWNER_RULE}); never its content. */
-function ownerProblem(owner: unknown): string | undefined {
-  if (typeof owner !== "string") return kind(owner);
-  if (owner.length < 1 || owner.length > 256) return `${owner.length} characters`;
-  const lone = LONE_SURROGATE.exec(owner);
+/**
+ * What is wrong with `text` for a rule of 1 to `max` UTF-16 code units of well-formed Unicode
+ * without control characters (an owner: {@link OWNER_RULE}; a fire id), for the message; never its
+ * content. `undefined` when nothing is.
+ */
+export function textProblem(text: unknown, max: number): string | undefined {
+  if (typeof text !== "string") return kind(text);
+  if (text.length < 1 || text.length > max) return `${text.length} characters`;
+  const lone = LONE_SURROGATE.exec(text);
   if (lone) return `a lone surrogate at index ${lone.index}`;
-  const control = CONTROL.exec(owner);
+  const control = CONTROL.exec(text);
   if (!control) return undefined;
-  const code = owner.charCodeAt(control.index).toString(16).toUpperCase();
+  const code = text.charCodeAt(control.index).toString(16).toUpperCase();
   return `a control character (U+${code.padStart(4, "0")}) at index ${control.index}`;
 }
 
@@ -121,7 +125,7 @@ export function checkMutexOptions(
   );
   check(typeof renew === "boolean", at, "renew must be a boolean");
   const owner = options.owner ?? crypto.randomUUID();
-  const wrong = ownerProblem(owner);
+  const wrong = textProblem(owner, 256);
   check(wrong === undefined, at, `${OWNER_RULE}, got ${wrong}`);
   checkFunction(where, "onEvent", options.onEvent);
   const onEvent = options.onEvent;

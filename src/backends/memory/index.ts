@@ -17,6 +17,8 @@ interface Held {
   /** The holder's ttl, and the record's version: a new one with every write. */
   ttl: number;
   version: number;
+  /** A completed fire's record (`complete`), not a lease: its nonce is "", held by no one. */
+  done?: true;
 }
 
 /** Options of {@link memory}. */
@@ -60,7 +62,8 @@ export function memory(options: MemoryOptions = {}): Backend {
 
   const live = (key: string): Held | undefined => {
     const held = locks.get(key);
-    if (held && !observed && held.until <= now()) {
+    // A done record expires by itself on either kind of store (as deno-kv's `expireIn` would).
+    if (held && (!observed || held.done) && held.until <= now()) {
       locks.delete(key);
       return undefined;
     }
@@ -70,6 +73,7 @@ export function memory(options: MemoryOptions = {}): Backend {
   /** One acquire of `key`: acquire's, and each step of acquireAny's. */
   const take = (key: string, owner: string, nonce: string, ttl: number, takeover?: string): AcquireResult => {
     const held = live(key);
+    if (held?.done) return { ok: false, done: { owner: held.owner, token: held.token } };
     if (held && !(observed && takeover === String(held.version))) {
       return observed
         ? { ok: false, version: String(held.version), ttl: held.ttl }
@@ -81,9 +85,15 @@ export function memory(options: MemoryOptions = {}): Backend {
     return { ok: true, token };
   };
 
+  /** The lease of `key` when `nonce` holds it (a done record's nonce is "", which no holder has). */
+  const owns = (key: string, nonce: string): Held | undefined => {
+    const held = live(key);
+    return held && !held.done && held.nonce === nonce ? held : undefined;
+  };
+
   /** Frees `key` if `nonce` holds it: release's, and each step of releaseAny's. */
   const free = (key: string, nonce: string): void => {
-    if (live(key)?.nonce === nonce) locks.delete(key);
+    if (owns(key, nonce)) locks.delete(key);
   };
 
   return {
@@ -118,8 +128,8 @@ export function memory(options: MemoryOptions = {}): Backend {
         }),
     async renew({ key, nonce, ttl, signal }) {
       signal?.throwIfAborted();
-      const held = live(key);
-      if (held?.nonce !== nonce) return false;
+      const held = owns(key, nonce);
+      if (!held) return false;
       held.until = now() + ttl;
       held.ttl = ttl;
       held.version = ++versions;
@@ -133,14 +143,32 @@ export function memory(options: MemoryOptions = {}): Backend {
       signal?.throwIfAborted();
       const held = live(key);
       if (!held) return null;
+      if (held.done) return { owner: held.owner, token: held.token, ttlLeft: held.until - now(), done: true };
       return observed
         ? { owner: held.owner, token: held.token }
         : { owner: held.owner, token: held.token, ttlLeft: held.until - now() };
     },
+    // Replaces the lease with the record of a completed fire; the fence counter stays.
+    async complete({ key, nonce, retain, signal }) {
+      signal?.throwIfAborted();
+      const held = owns(key, nonce);
+      if (!held) return false;
+      const { owner, token } = held;
+      locks.set(key, {
+        nonce: "",
+        owner,
+        token,
+        until: now() + retain,
+        ttl: retain,
+        version: ++versions,
+        done: true,
+      });
+      return true;
+    },
     async raiseFence({ key, nonce, token, signal }) {
       signal?.throwIfAborted();
-      const held = live(key);
-      if (held?.nonce !== nonce) return false;
+      const held = owns(key, nonce);
+      if (!held) return false;
       held.token = Math.max(held.token, token);
       held.version = ++versions;
       fences.set(key, Math.max(fences.get(key) ?? 0, token));
