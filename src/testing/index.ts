@@ -29,6 +29,7 @@
  */
 import { capabilityChecks } from "./capabilities.ts";
 import { mutexChecks } from "./mutex.ts";
+import { onceChecks } from "./once.ts";
 import { semaphoreChecks } from "./semaphore.ts";
 import type { ConformanceCheck, ConformanceOptions, Runner } from "./shared.ts";
 
@@ -37,14 +38,19 @@ export { semaphoreChecks };
 
 /**
  * The conformance checks as plain async functions, for any runner: the mutex
- * (src/testing/mutex.ts), the optional capabilities (capabilities.ts), then the semaphore
- * (semaphore.ts).
+ * (src/testing/mutex.ts), the optional capabilities (capabilities.ts), the record of a completed
+ * fire where offered (once.ts, for runOnce), then the semaphore (semaphore.ts).
  *
  * @param options The backend factory and the timing to use.
  * @returns The checks, each with a name, a timeout in ms and a `run` that throws on failure.
  */
 export function conformanceChecks(options: ConformanceOptions): ConformanceCheck[] {
-  return [...mutexChecks(options), ...capabilityChecks(options), ...semaphoreChecks(options)];
+  return [
+    ...mutexChecks(options),
+    ...capabilityChecks(options),
+    ...onceChecks(options),
+    ...semaphoreChecks(options),
+  ];
 }
 
 /**

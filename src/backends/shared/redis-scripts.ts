@@ -8,12 +8,14 @@
 // so tokens keep increasing across holders. The braces are a Redis hash tag: both keys of a name
 // live in one slot, as a multi-key script needs on a cluster. A semaphore's slot `s:permit:i`
 // (createSemaphore) is `p{s}:permit:i` and `p{s}:permit:i:fence`: the semaphore's name is the hash
-// tag, so all its slots live in one cluster slot, as ACQUIRE_ANY needs (docs/DESIGN.md §15).
-import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+// tag, so all its slots live in one cluster slot, as ACQUIRE_ANY needs (docs/DESIGN.md §15). A
+// completed fire (runOnce) is recorded in its lock key itself, as `|token|owner` with a PX expiry
+// of `retain` (docs/DESIGN.md §17).
+import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { slotOf } from "../../slots.ts";
-import { ACQUIRE_ANY, RAISE, RELEASE, RELEASE_ANY, RENEW } from "./redis-lua.ts";
+import { ACQUIRE_ANY, COMPLETE, RAISE, RELEASE, RELEASE_ANY, RENEW } from "./redis-lua.ts";
 
 /** Whether `value` is a token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
@@ -53,7 +55,7 @@ export interface ScriptRunner {
   name: string;
   /** Prepended to every key. */
   prefix: string;
-  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RELEASE_ANY, RAISE); resolves its reply as plain values. */
+  /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RELEASE_ANY, RAISE, COMPLETE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
   /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
@@ -111,7 +113,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     return nonce;
   };
 
-  /** Runs RENEW, RELEASE or RAISE, whose reply is 1 when the lock was ours and 0 when not. */
+  /** Runs RENEW, RELEASE, RAISE or COMPLETE, whose reply is 1 when the lock was ours and 0 when not. */
   async function ours(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal) {
     const r = await evaluate(script, keys, args, signal);
     if (r !== 0 && r !== 1) throw malformed(r);
@@ -174,6 +176,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
    * ACQUIRE_ANY on `keys` (acquire: one key). The holders' tokens it answers count as seen. A
    * fresh grant (kind 1; 2 is a retried acquire keeping its token) whose token is not above the
    * highest seen before the request left means the counter went back: it is healed (`heal`).
+   * On one key holding a completed fire's record (kind 3), the refusal says who completed it.
    */
   async function take({
     keys,
@@ -187,7 +190,9 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     nonce: string;
     ttl: number;
     signal?: AbortSignal | undefined;
-  }): Promise<{ ok: true; token: number; index: number } | { ok: false; retryAfter?: number }> {
+  }): Promise<
+    { ok: true; token: number; index: number } | { ok: false; retryAfter?: number; done?: FireHolder }
+  > {
     // Only tokens seen before this request leaves must be below its token: one seen meanwhile
     // (a concurrent call's answer) may be this very token, or a later holder's.
     const floors = keys.map((key) => seen.get(key));
@@ -213,6 +218,16 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       see(key, value);
       if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
       return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal), index: i };
+    }
+    if (
+      kind === 3 &&
+      keys.length === 1 &&
+      isToken(value) &&
+      typeof rest[0] === "string" &&
+      rest.length === 1
+    ) {
+      see(keys[0]!, value);
+      return { ok: false, done: { owner: rest[0], token: value } };
     }
     if (kind === 0 && r.length === 2 + keys.length && r.every((n) => typeof n === "number")) {
       // Each holder's token counts as seen (the fence check); the holders themselves are not
@@ -258,6 +273,11 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       return raised;
     },
 
+    async complete({ key, nonce, retain, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(retain) && retain >= 1, `[${name}]`, "retain must be a positive integer");
+      return ours(COMPLETE, [lockKey(key)], [nonceArg(nonce), retain], signal);
+    },
+
     async inspect({ key, signal }): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
@@ -277,6 +297,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       see(key, token);
       const holder: HolderInfo = { owner: value.slice(m![0].length), token };
       if (pttl > 0) holder.ttlLeft = pttl;
+      if (value.startsWith("|")) holder.done = true; // a completed fire's record (COMPLETE)
       return holder;
     },
   };
