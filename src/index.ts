@@ -54,7 +54,7 @@ export {
 export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
 export { createMutex, type Mutex } from "./mutex.ts";
-export { nearestTick, type OnceOptions, type OnceResult, runOnce } from "./once.ts";
+export { type Fire, nearestTick, type OnceOptions, type OnceResult, runOnce } from "./once.ts";
 export {
   createSemaphore,
   type Permit,

@@ -41,7 +41,10 @@ export interface OnceOptions {
   standby?: boolean;
   /** With `standby`: the longest wait in ms, after which it rejects with `LockTimeoutError`. */
   timeout?: number;
-  /** Aborts the call (the wait, and `fn`'s lease signal is not linked to it). */
+  /**
+   * Aborts taking the fire's lock (the attempt, or the standby's wait), as `mutex.run`'s does; once
+   * `fn` runs, stop it through the lease's signal or your own.
+   */
   signal?: AbortSignal;
 }
 
