@@ -69,6 +69,13 @@ const columns =
 /** ms from now until `expires_at`, by the database's clock, as text. */
 const LEFT = "ceil(extract(epoch FROM expires_at - clock_timestamp()) * 1000)::int8::text";
 const UNTIL = "clock_timestamp() + $4::float8 * interval '1 millisecond'";
+/**
+ * The nonce of a completed fire's record (`complete`, for runOnce; docs/DESIGN.md §17): the row
+ * keeps the runner's owner and fence, with `expires_at` at the end of `retain`. No caller's nonce
+ * can be it (`nonceArg` refuses it, as it refuses the released row's `''`), so renew, release and
+ * raise never match the record.
+ */
+const DONE = "|";
 
 /**
  * The statements, for table `t` (quoted). Every number comes back as text: drivers differ on
@@ -78,19 +85,24 @@ function statements(t: string) {
   return {
     create: `CREATE TABLE IF NOT EXISTS ${t} ${columns}`,
     // Free, expired or already ours: take it (a fresh fence, or the same one when ours and
-    // live: a retried acquire). Taken: no row from the insert, and the holder's ms left.
+    // live: a retried acquire). Taken: no row from the insert, and the holder's ms left; held by a
+    // completed fire's record (complete): 'done', the runner's fence and owner.
     acquire:
       `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) VALUES ($1, $2, $3, 1, ${UNTIL}) ` +
       "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
       "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE l.fence + 1 END " +
       "WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) " +
-      "SELECT 'ok' AS k, fence::text AS n FROM taken UNION ALL " +
-      `SELECT 'taken', ${LEFT} FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
+      "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
+      `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
+      `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
     // The row's fence is both the lease's token and the name's counter: raising it raises both.
     raise: `UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
-    inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
+    // A record (nonce DONE) reads as its runner's owner and fence, `d` 'true'.
+    inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
+    // The holder's live lease becomes the record of its completed fire, for retain ms ($3).
+    complete: `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
   };
 }
 
@@ -226,7 +238,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     typeof row?.[column] === "string" ? Number(row[column]) : Number.NaN;
   const ttlArg = (ttl: number) => String(Math.ceil(ttl));
   const nonceArg = (nonce: string) => {
-    check(typeof nonce === "string" && nonce !== "", `[${NAME}]`, "nonce must be a non-empty string");
+    check(
+      typeof nonce === "string" && nonce !== "" && nonce !== DONE,
+      `[${NAME}]`,
+      `nonce must be a non-empty string other than "${DONE}"`,
+    );
     return nonce;
   };
 
@@ -243,6 +259,14 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       // Taken: the holder's ms left (none when the row appeared during the statement).
       if (rows.length === 1 && row?.k === "taken")
         return Number.isFinite(n) && n > 0 ? { ok: false, retryAfter: n } : { ok: false };
+      if (
+        rows.length === 1 &&
+        row?.k === "done" &&
+        Number.isSafeInteger(n) &&
+        n > 0 &&
+        typeof row.o === "string"
+      )
+        return { ok: false, done: { owner: row.o, token: n } };
       if (rows.length === 0) return { ok: false };
       throw malformed(rows);
     },
@@ -273,7 +297,17 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const left = num(row, "ttl");
       if (rows.length !== 1 || typeof row.owner !== "string" || !Number.isSafeInteger(token))
         throw malformed(rows);
-      return left > 0 ? { owner: row.owner, token, ttlLeft: left } : { owner: row.owner, token };
+      const holder: HolderInfo = { owner: row.owner, token };
+      if (left > 0) holder.ttlLeft = left;
+      if (row.d === "true") holder.done = true;
+      return holder;
+    },
+
+    async complete({ key, nonce, retain, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(retain) && retain >= 1, `[${NAME}]`, "retain must be a positive integer");
+      const rows = await call(sql.complete, [key, nonceArg(nonce), String(retain)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
     },
   };
 }
