@@ -148,7 +148,7 @@ class FireDone extends Error {
  * When `fn` throws or its lease is lost, the fire is not recorded: a standby or a later call runs
  * it again. `fn`'s error is rethrown; a lease lost before the record was written rejects with
  * {@link LeaseLostError} (the fire may have to run again: fence its effects with `lease.token`).
- * Needs a backend with `complete` (memory, upstash, redis, postgres); on another it throws a TypeError
+ * Needs a backend with `complete` (memory, upstash, redis, postgres, deno-kv); on another it throws a TypeError
  * naming the backend.
  *
  * @param mutex Whose name the fire's key derives from, and whose ttl, owner and timing its lease takes.
@@ -183,7 +183,7 @@ export async function runOnce<T>(
   check(
     typeof complete === "function",
     at,
-    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: memory, upstash, redis, postgres`,
+    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: memory, upstash, redis, postgres, deno-kv`,
   );
   check(typeof fn === "function", at, `fn must be a function, got ${kind(fn)}`);
   const { retain = DAY, standby = false, timeout, signal } = optionsOf("runOnce", options);

@@ -37,7 +37,7 @@ import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { abortable } from "../../signals.ts";
-import type { KvEntryLike, KvKey, KvLike } from "./kv.ts";
+import type { KvAtomicLike, KvEntryLike, KvKey, KvLike } from "./kv.ts";
 import { foreign, type LeaseRecord, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
 
 export type { KvAtomicLike, KvEntryLike, KvKey, KvKeyPart, KvLike } from "./kv.ts";
@@ -132,6 +132,16 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     return r.ok;
   }
 
+  /**
+   * The record in `lock`: a lease, a completed fire's record until its `done` time (by this
+   * machine's wall clock: the record's length, not any lease's safety, depends on the clocks), or
+   * null.
+   */
+  const live = (lock: KvEntryLike | undefined): LeaseRecord | null => {
+    const held = leaseOf(lock);
+    return held?.done !== undefined && held.done <= Date.now() ? null : held;
+  };
+
   /** The lease in `lock` when `nonce` holds it; else forgets what this backend wrote for `nonce`. */
   const ours = (lock: KvEntryLike, nonce: string): LeaseRecord | undefined => {
     const held = leaseOf(lock);
@@ -169,6 +179,48 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   }
 
   /**
+   * `step` with the lease `nonce` holds on `key` and its entry, read as `loop` reads (first the
+   * entry this backend wrote); `false` when `nonce` does not hold it.
+   */
+  function whenOurs(
+    key: string,
+    nonce: string,
+    signal: AbortSignal | undefined,
+    step: (held: LeaseRecord, lock: KvEntryLike) => Promise<boolean | undefined>,
+  ): Promise<boolean> {
+    return loop(
+      key,
+      signal,
+      async (lock) => {
+        const held = ours(lock, nonce);
+        return held ? step(held, lock) : false;
+      },
+      nonce,
+    );
+  }
+
+  /**
+   * Ends the lease `nonce` holds on `key` with what `write(lease)` adds to a commit checked on the
+   * lease's versionstamp (a delete, or a completed fire's record); whether `nonce` held it.
+   */
+  function end(
+    what: string,
+    key: string,
+    nonce: string,
+    signal: AbortSignal | undefined,
+    write: (held: LeaseRecord) => (atomic: KvAtomicLike) => KvAtomicLike,
+  ): Promise<boolean> {
+    return whenOurs(key, nonce, signal, async (held, lock) => {
+      const apply = write(held);
+      const checked = () => kv.atomic().check({ key: lockKey(key), versionstamp: lock.versionstamp });
+      const r = await io(what, key, () => apply(checked()).commit(), signal);
+      if (!r.ok) return undefined;
+      written.delete(nonce);
+      return true;
+    });
+  }
+
+  /**
    * Runs `step` with the lease and fence entries, read strongly (first, for `nonce`, the lease
    * this backend wrote, if any), until its commit does not lose a race; `step` answers a result,
    * or undefined to read again.
@@ -197,7 +249,8 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
 
     async acquire({ key, owner, nonce, ttl, signal, takeover }): Promise<AcquireResult> {
       return loop(key, signal, async (lock, fence) => {
-        const held = leaseOf(lock);
+        const held = live(lock);
+        if (held?.done !== undefined) return { ok: false, done: { owner: held.owner, token: held.token } };
         if (held) {
           if (held.nonce === nonce) {
             // A retried acquire of ours: the same token, the lease written again.
@@ -218,48 +271,33 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
       });
     },
 
-    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
-      return loop(
-        key,
-        signal,
-        async (lock) => {
-          const held = ours(lock, nonce);
-          if (!held) return false;
-          return (await rewrite(key, lock, { ...held, ttl }, signal)) ? true : undefined;
-        },
-        nonce,
-      );
-    },
+    renew: ({ key, nonce, ttl, signal }): Promise<boolean> =>
+      whenOurs(key, nonce, signal, async (held, lock) =>
+        (await rewrite(key, lock, { ...held, ttl }, signal)) ? true : undefined,
+      ),
 
     async release({ key, nonce, signal }): Promise<void> {
-      await loop(
-        key,
-        signal,
-        async (lock) => {
-          if (!ours(lock, nonce)) return true;
-          const r = await io(
-            "release",
-            key,
-            () =>
-              kv
-                .atomic()
-                .check({ key: lockKey(key), versionstamp: lock.versionstamp })
-                .delete(lockKey(key))
-                .commit(),
-            signal,
-          );
-          if (!r.ok) return undefined;
-          written.delete(nonce);
-          return true;
-        },
-        nonce,
-      );
+      await end("release", key, nonce, signal, () => (atomic) => atomic.delete(lockKey(key)));
     },
 
     async inspect({ key, signal }): Promise<HolderInfo | null> {
       const [lock] = await read(key, signal);
-      const held = leaseOf(lock);
-      return held ? { owner: held.owner, token: held.token } : null;
+      const held = live(lock);
+      if (!held) return null;
+      return held.done === undefined
+        ? { owner: held.owner, token: held.token }
+        : { owner: held.owner, token: held.token, ttlLeft: held.done - Date.now(), done: true };
+    },
+
+    // The holder's lease becomes its completed fire's record, which KV may delete after retain
+    // (expireIn) and every reader counts as gone once its `done` time passed on its own clock.
+    complete({ key, nonce, retain, signal }): Promise<boolean> {
+      check(Number.isSafeInteger(retain) && retain >= 1, WHERE, "retain must be a positive integer");
+      return end("complete", key, nonce, signal, (held) => {
+        const { owner, token, ttl } = held;
+        const value = stored({ nonce: "", owner, token, ttl, done: Date.now() + retain });
+        return (atomic) => atomic.set(lockKey(key), value, { expireIn: retain });
+      });
     },
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {

@@ -17,8 +17,8 @@ export interface KvEntryLike {
 export interface KvAtomicLike {
   /** Commits only if each key still has its versionstamp (null: does not exist). */
   check(...checks: { key: KvKey; versionstamp: string | null }[]): KvAtomicLike;
-  /** Writes `value` at `key`. */
-  set(key: KvKey, value: unknown): KvAtomicLike;
+  /** Writes `value` at `key`; `expireIn`: ms after which the store may delete it (not before). */
+  set(key: KvKey, value: unknown, options?: { expireIn?: number }): KvAtomicLike;
   /** Deletes `key`. */
   delete(key: KvKey): KvAtomicLike;
   /** Applies the operation; `ok: false` when a check failed. */

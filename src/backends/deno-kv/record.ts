@@ -13,6 +13,11 @@ export interface LeaseRecord {
   owner: string;
   token: number;
   ttl: number;
+  /**
+   * A completed fire's record (`complete`, for runOnce), not a lease: the epoch ms (the writer's
+   * clock) until which it lasts. Its nonce is "", which no caller's is.
+   */
+  done?: number;
 }
 
 /** `@deno/kv`'s Kv shows its value serializer (Deno's own does not). */
@@ -50,7 +55,8 @@ export function leaseOf(entry: KvEntryLike | undefined): LeaseRecord | null {
     typeof lease?.nonce !== "string" ||
     typeof lease.owner !== "string" ||
     !Number.isSafeInteger(lease.token) ||
-    typeof lease.ttl !== "number"
+    typeof lease.ttl !== "number" ||
+    (lease.done !== undefined && typeof lease.done !== "number")
   ) {
     throw foreign("lock");
   }
