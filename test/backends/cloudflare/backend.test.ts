@@ -61,6 +61,22 @@ const counting = (ops: string[], lose = { next: false }) =>
  * stopped reading at the cap, all of them when it read the body whole before refusing it.
  */
 async function chunkedPost(url: string): Promise<{ status: number; produced: number; total: number }> {
+  // A server that answers before reading the whole body closes a socket with unread data, which
+  // TCP turns into a reset; when the reset overtakes the answer, fetch fails with ECONNRESET or
+  // EPIPE instead of showing the status (seen once on a loaded machine). The reset also says the
+  // rest went unread, but not the status: try again, a few times.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await chunkedPostOnce(url);
+    } catch (error) {
+      const code = String((error as { cause?: { code?: unknown } }).cause?.code);
+      if (attempt >= 5 || !(error instanceof TypeError) || !/ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(code))
+        throw error;
+    }
+  }
+}
+
+async function chunkedPostOnce(url: string): Promise<{ status: number; produced: number; total: number }> {
   const chunk = new Uint8Array(1_024).fill(0x20);
   const stallAt = 64 * 1_024;
   const total = 1_024 * 1_024;
