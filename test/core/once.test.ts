@@ -109,6 +109,26 @@ describe("runOnce", () => {
     expect(ran).toBe(false);
   });
 
+  it("reports its steps to the mutex's observer: a standby that finds the fire done ends with acquire-failed, code done", async () => {
+    const store = memory();
+    const events: { type: string; code?: string; outcome?: string }[] = [];
+    const make = (owner: string) =>
+      createMutex(store, { name: "job", ttl: 1_000, owner, retryDelay: 50, onEvent: (e) => events.push(e) });
+    let finish = () => {};
+    const first = runOnce(make("a"), "t", () => new Promise<void>((resolve) => (finish = resolve)));
+    await vi.advanceTimersByTimeAsync(1);
+    const standby = runOnce(make("b"), "t", () => 0, { standby: true });
+    await vi.advanceTimersByTimeAsync(100);
+    finish();
+    await vi.advanceTimersByTimeAsync(100);
+    await first;
+    expect(await standby).toMatchObject({ ran: false, reason: "done" });
+    expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["acquired", "released", "acquiring"]));
+    expect(events.filter((e) => e.type === "acquire-failed")).toEqual([
+      expect.objectContaining({ code: "done" }),
+    ]);
+  });
+
   it("a standby takes over a silent runner's fire with a greater token", async () => {
     const { store, make } = setup();
     const key = await fireKey("job", "t");
