@@ -1,5 +1,6 @@
 // The lock keys of a semaphore's slots, shared by createSemaphore and the backends that keep all
-// the slots of one semaphore together (the Durable Object; docs/DESIGN.md §5.6, §15). No imports.
+// the slots of one semaphore together (the Durable Object; docs/DESIGN.md §5.6, §15), and the
+// fence counter a fire's key draws its tokens from (counterOf, docs/DESIGN.md §17). No imports.
 
 /** The largest `limit` of a semaphore. */
 export const MAX_LIMIT = 1_000;
@@ -35,4 +36,27 @@ export function slotOf(key: string): { name: string; slot: number } | null {
   const name = m[1]!;
   const slot = Number(m[2]);
   return slot < MAX_LIMIT && slotKey(name, slot) === key ? { name, slot } : null;
+}
+
+/**
+ * A fire's lock key (runOnce, src/once.ts fireKey: `name:fire:<id>`, or `name:fire@<SHA-256 hex>`
+ * for a long id): the mutex's name, then `:fire:` and a non-empty id, or `:fire@` and 64 hex digits.
+ * Split at the first such `:fire`, so the name holds none.
+ */
+const FIRE_KEY = /^(.+?):fire(?::.+|@[0-9A-F]{64})$/s;
+
+/**
+ * The lock key whose fence counter `key`'s leases draw their tokens from: for a fire's key, the
+ * mutex's name (so a fire keeps only its expiring record, and tokens increase across the fires
+ * and plain leases of a name: docs/DESIGN.md §17); for any other key (a slot key included, which
+ * keeps its own counter), `key` itself. A mutex whose name has a fire key's form (`job:fire:x`)
+ * shares the counter of `job` too: tokens still strictly increase on every key.
+ */
+export function counterOf(key: string): string {
+  let name = key;
+  for (;;) {
+    const m = slotOf(name) ? null : FIRE_KEY.exec(name);
+    if (!m) return name;
+    name = m[1]!;
+  }
 }

@@ -103,6 +103,37 @@ export function onceChecks(options: ConformanceOptions): ConformanceCheck[] {
       },
     },
     {
+      name: "complete, where offered: the fires of a mutex name draw their tokens from the name's counter, above every earlier fire's and plain lease's",
+      timeout: 30_000,
+      async run() {
+        const { backend, name } = await setup();
+        if (backend.complete === undefined) return;
+        const [f1, f2] = await Promise.all([fireKey(name, "f1"), fireKey(name, "f2")]);
+        const tokens: number[] = [];
+        /** Takes `key`, asserts its token is above every token so far, then ends it. */
+        const next = async (key: string, end: "release" | "complete") => {
+          const a = await take(backend, key, end);
+          assert(
+            tokens.every((t) => a.token > t),
+            `the token ${a.token} on ${JSON.stringify(key)} is not above the tokens before it (${tokens.join(", ")})`,
+          );
+          tokens.push(a.token);
+          if (end === "release") await backend.release({ key, nonce: a.nonce });
+          else
+            assert(
+              await backend.complete?.({ key, nonce: a.nonce, retain: 60_000 }),
+              "complete answered false",
+            );
+        };
+        await next(name, "release");
+        await next(f1, "complete");
+        await next(f2, "release");
+        await next(name, "release");
+        await next(f2, "complete");
+        await next(name, "release");
+      },
+    },
+    {
       name: "runOnce, where complete is offered: once per fire; a late call answers done; a failed fn leaves the fire runnable",
       timeout: 30_000,
       async run() {

@@ -9,7 +9,8 @@
  * Keys, for a lock named `n` and the default prefix `["leasehold"]`: `["leasehold", "lock", n]`
  * holds the lease (`{ nonce, owner, token, ttl }` as a JSON string), deleted on release, and
  * `["leasehold", "fence", n]` the fence counter (a decimal string) that never goes away, written
- * in the same atomic commit as the lease. Every read is strongly consistent. Values are strings
+ * in the same atomic commit as the lease; a fire of runOnce (`n:fire:<id>`) has no counter of its
+ * own but draws from its mutex name's, and its record expires (`expireIn`). Every read is strongly consistent. Values are strings
  * (the lease as ASCII JSON) so that one database can be read from Deno, Node and Bun alike (on
  * Bun, open it with `@deno/kv`'s `makeLimitedV8Serializer()`, which handles strings only, of at
  * most 255 bytes: an acquire whose record it would not read back, for an owner over about 170
@@ -37,6 +38,7 @@ import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { abortable } from "../../signals.ts";
+import { counterOf } from "../../slots.ts";
 import type { KvAtomicLike, KvEntryLike, KvKey, KvLike } from "./kv.ts";
 import { foreign, type LeaseRecord, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
 
@@ -77,7 +79,8 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
   );
   const stored = recordWriter(kv);
   const lockKey = (key: string): KvKey => [...prefix, "lock", key];
-  const fenceKey = (key: string): KvKey => [...prefix, "fence", key];
+  // A fire's key draws from its mutex name's counter (src/slots.ts counterOf; docs/DESIGN.md §17).
+  const fenceKey = (key: string): KvKey => [...prefix, "fence", counterOf(key)];
   // Each lease this backend wrote, with the versionstamp of that write, by nonce: renew and
   // release commit against it at once, without a read (the commit fails if it changed since).
   const written = new Map<string, KvEntryLike>();

@@ -7,6 +7,7 @@
  */
 import type { AcquireResult, Backend } from "../../backend.ts";
 import { check } from "../../options.ts";
+import { counterOf } from "../../slots.ts";
 import { now } from "../../time.ts";
 
 interface Held {
@@ -79,8 +80,10 @@ export function memory(options: MemoryOptions = {}): Backend {
         ? { ok: false, version: String(held.version), ttl: held.ttl }
         : { ok: false, retryAfter: held.until - now() };
     }
-    const token = (fences.get(key) ?? 0) + 1;
-    fences.set(key, token);
+    // A fire's key draws from its mutex name's counter (src/slots.ts counterOf; docs/DESIGN.md §17).
+    const counter = counterOf(key);
+    const token = (fences.get(counter) ?? 0) + 1;
+    fences.set(counter, token);
     locks.set(key, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions });
     return { ok: true, token };
   };
@@ -148,11 +151,13 @@ export function memory(options: MemoryOptions = {}): Backend {
         ? { owner: held.owner, token: held.token }
         : { owner: held.owner, token: held.token, ttlLeft: held.until - now() };
     },
-    // Replaces the lease with the record of a completed fire; the fence counter stays.
+    // Replaces the lease with the record of a completed fire; the fence counter (its mutex name's)
+    // stays. The records that expired meanwhile are dropped, so they do not pile up.
     async complete({ key, nonce, retain, signal }) {
       signal?.throwIfAborted();
       const held = owns(key, nonce);
       if (!held) return false;
+      for (const [other, record] of locks) if (record.done) live(other);
       const { owner, token } = held;
       locks.set(key, {
         nonce: "",
@@ -171,7 +176,8 @@ export function memory(options: MemoryOptions = {}): Backend {
       if (!held) return false;
       held.token = Math.max(held.token, token);
       held.version = ++versions;
-      fences.set(key, Math.max(fences.get(key) ?? 0, token));
+      const counter = counterOf(key);
+      fences.set(counter, Math.max(fences.get(counter) ?? 0, token));
       return true;
     },
   };

@@ -7,7 +7,10 @@
  * statement that judges the expiry by the database's own clock (`clock_timestamp()`) in that
  * statement, as Redis' PX does: no clock of the clients' is compared with another's. Rows are
  * never deleted (a release only ends the lease), so the fence of a name strictly increases
- * across holders for as long as the table lives. Not advisory locks: those belong to a session
+ * across holders for as long as the table lives. A fire of runOnce (`n:fire:<id>`) is the
+ * exception: it draws its token from the counter row of its mutex name (`n` and a U+001F
+ * `fence` suffix, which no lock name has), so its own row holds no counter and is deleted once it
+ * expired (docs/DESIGN.md §17). Not advisory locks: those belong to a session
  * and break on pooled and HTTP drivers.
  *
  * The table: create it with the migration SQL in docs/backends/postgres.md, or pass
@@ -28,6 +31,7 @@
 import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
+import { counterOf } from "../../slots.ts";
 import { abortableCall, malformed as malformedReply } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
 
@@ -78,31 +82,63 @@ const UNTIL = "clock_timestamp() + $4::float8 * interval '1 millisecond'";
 const DONE = "|";
 
 /**
+ * Appended to a mutex name for the name of its counter row: the counter its fires draw their
+ * tokens from, and its plain leases too (above the name's own row's fence). A lock name has no
+ * control character, so no lock's row can have this name.
+ */
+const COUNTER = "\u001ffence";
+
+/** A fire key's suffix after `<name>:fire` (src/slots.ts counterOf), for the sweep of expired fire rows. */
+const FIRE_TAIL = "^(:.+|@[0-9A-F]{64})$";
+
+/**
  * The statements, for table `t` (quoted). Every number comes back as text: drivers differ on
  * bigint (a string, a BigInt or a number) and text reads the same in all of them.
  */
 function statements(t: string) {
+  /** The acquire statement whose row to insert (name, owner, nonce, fence, expires_at) is `row`. */
+  const take = (row: string) =>
+    `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) ${row} ` +
+    "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
+    "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE greatest(l.fence + 1, excluded.fence) END " +
+    "WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) " +
+    "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
+    `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
+    `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`;
   return {
     create: `CREATE TABLE IF NOT EXISTS ${t} ${columns}`,
-    // Free, expired or already ours: take it (a fresh fence, or the same one when ours and
-    // live: a retried acquire). Taken: no row from the insert, and the holder's ms left; held by a
-    // completed fire's record (complete): 'done', the runner's fence and owner.
-    acquire:
-      `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) VALUES ($1, $2, $3, 1, ${UNTIL}) ` +
-      "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
-      "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE l.fence + 1 END " +
-      "WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) " +
-      "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
-      `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
-      `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`,
+    // Free, expired or already ours: take it (a fresh fence, above the name's row and its counter
+    // row $5 if any, or the same one when ours and live: a retried acquire). Taken: no row from the
+    // insert, and the holder's ms left; held by a completed fire's record (complete): 'done', the
+    // runner's fence and owner.
+    acquire: take(`VALUES ($1, $2, $3, coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1, ${UNTIL})`),
+    // A fire's key ($6 its mutex name, $5 that name's counter row): unless another holds the fire,
+    // the counter row (locked by its upsert, so fires of one name never share a token) moves
+    // above itself, the name's row and the fire's row, and the fire is taken with that fence.
+    acquireFire:
+      `WITH c AS (INSERT INTO ${t} AS c (name, owner, nonce, fence, expires_at) SELECT $5, '', '', ` +
+      `greatest(coalesce((SELECT fence FROM ${t} WHERE name = $6), 0), coalesce((SELECT fence FROM ${t} WHERE name = $1), 0)) + 1, '-infinity' ` +
+      `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND nonce <> $3 AND expires_at > clock_timestamp()) ` +
+      "ON CONFLICT (name) DO UPDATE SET fence = greatest(c.fence + 1, excluded.fence) RETURNING fence), " +
+      take(`SELECT $1, $2, $3, fence, ${UNTIL} FROM c`).slice("WITH ".length),
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
-    // The row's fence is both the lease's token and the name's counter: raising it raises both.
-    raise: `UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
+    // The row's fence is both the lease's token and the name's counter: raising it raises both;
+    // the counter row $4 (a fire's mutex name's, or the name's own), if any, is raised with it.
+    raise:
+      `WITH r AS (UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence), ` +
+      `c AS (UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $4 AND EXISTS (SELECT 1 FROM r)) ` +
+      "SELECT fence::text AS n FROM r",
     // A record (nonce DONE) reads as its runner's owner and fence, `d` 'true'.
     inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
-    // The holder's live lease becomes the record of its completed fire, for retain ms ($3).
-    complete: `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
+    // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
+    // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
+    // which keep their own counter) are deleted: they hold no counter (acquireFire).
+    complete:
+      `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM ${t} WHERE left(name, length($4)) = $4 ` +
+      `AND substr(name, length($4) + 1) ~ '${FIRE_TAIL}' AND name !~ ':permit:[0-9]+$' AND name <> $1 ` +
+      "AND expires_at <= clock_timestamp() LIMIT 64)) " +
+      `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
   };
 }
 
@@ -250,7 +286,16 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     name: NAME,
 
     async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
-      const rows = await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl)], signal);
+      // A fire's key draws from its mutex name's counter row (src/slots.ts counterOf).
+      const name = counterOf(key);
+      const rows =
+        name === key
+          ? await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER], signal)
+          : await call(
+              sql.acquireFire,
+              [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER, name],
+              signal,
+            );
       const [row] = rows;
       const n = num(row);
       // A token past the safe range (the fence counter was raised to its end) is passed on: the core
@@ -284,7 +329,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
       check(Number.isSafeInteger(token) && token > 0, `[${NAME}]`, "token must be a positive integer");
-      const rows = await call(sql.raise, [key, nonceArg(nonce), String(token)], signal);
+      const rows = await call(
+        sql.raise,
+        [key, nonceArg(nonce), String(token), counterOf(key) + COUNTER],
+        signal,
+      );
       if (rows.length > 1) throw malformed(rows);
       return rows.length === 1;
     },
@@ -305,7 +354,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
 
     async complete({ key, nonce, retain, signal }): Promise<boolean> {
       check(Number.isSafeInteger(retain) && retain >= 1, `[${NAME}]`, "retain must be a positive integer");
-      const rows = await call(sql.complete, [key, nonceArg(nonce), String(retain)], signal);
+      const rows = await call(
+        sql.complete,
+        [key, nonceArg(nonce), String(retain), `${counterOf(key)}:fire`],
+        signal,
+      );
       if (rows.length > 1) throw malformed(rows);
       return rows.length === 1;
     },

@@ -9,12 +9,14 @@
 // live in one slot, as a multi-key script needs on a cluster. A semaphore's slot `s:permit:i`
 // (createSemaphore) is `p{s}:permit:i` and `p{s}:permit:i:fence`: the semaphore's name is the hash
 // tag, so all its slots live in one cluster slot, as ACQUIRE_ANY needs (docs/DESIGN.md §15). A
-// completed fire (runOnce) is recorded in its lock key itself, as `|token|owner` with a PX expiry
-// of `retain` (docs/DESIGN.md §17).
+// fire of runOnce, `n:fire:<id>`, is `p{n}:fire:<id>` and draws its tokens from `p{n}:fence`,
+// its mutex name's counter (src/slots.ts counterOf), so it has no counter of its own; its
+// completion is recorded in its lock key itself, as `|token|owner` with a PX expiry of `retain`,
+// and nothing of the fire outlives that (docs/DESIGN.md §17).
 import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
-import { slotOf } from "../../slots.ts";
+import { counterOf, slotOf } from "../../slots.ts";
 import { ACQUIRE_ANY, COMPLETE, RAISE, RELEASE, RELEASE_ANY, RENEW } from "./redis-lua.ts";
 
 /** Whether `value` is a token: a safe integer > 0. */
@@ -87,21 +89,29 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   );
   const told = runner.onFenceHealed ?? ((info: FenceHealed) => console.warn(info.message));
 
-  // The highest token seen per lock name (from acquire, acquireAny and inspect), most recent names last.
+  // The highest token seen per fence counter (from acquire, acquireAny and inspect), by the lock
+  // name whose counter it is (counterOf), most recent names last.
   const seen = new Map<string, number>();
-  /** Records `token` for `key`, as its most recently seen name. */
+  const floorOf = (key: string) => seen.get(counterOf(key));
+  /** Records `token` for `key`'s counter, as its most recently seen name. */
   function see(key: string, token: number): void {
-    const before = seen.get(key) ?? 0;
-    seen.delete(key);
-    seen.set(key, Math.max(before, token));
+    const counter = counterOf(key);
+    const before = seen.get(counter) ?? 0;
+    seen.delete(counter);
+    seen.set(counter, Math.max(before, token));
     if (seen.size > SEEN_KEYS) seen.delete(seen.keys().next().value as string);
   }
 
-  // A semaphore's slot key (src/slots.ts slotKey: `name:permit:i`) is tagged by the semaphore's name.
-  const lockKey = (key: string) => {
+  // A semaphore's slot key (src/slots.ts slotKey: `name:permit:i`) is tagged by the semaphore's
+  // name; a fire's key (`name:fire:<id>`) by its mutex name's tag, beside that name's counter.
+  const lockKey = (key: string): string => {
+    const counter = counterOf(key);
+    if (counter !== key) return `${lockKey(counter)}${key.slice(counter.length)}`;
     const slot = slotOf(key);
     return slot ? `${prefix}{${slot.name}}${key.slice(slot.name.length)}` : `${prefix}{${key}}`;
   };
+  /** The fence counter `key` draws from: its own, or a fire's mutex name's. */
+  const fenceKey = (key: string) => `${lockKey(counterOf(key))}:fence`;
   const ttlArg = (ttl: number) => Math.ceil(ttl);
   const nonceArg = (nonce: string) => {
     // The nonce is the value's first field; "|" would make it ambiguous.
@@ -136,13 +146,13 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     got: number,
     signal: AbortSignal | undefined,
   ): Promise<number> {
-    const token = Math.max(floor, seen.get(key) ?? 0) + 1;
+    const token = Math.max(floor, floorOf(key) ?? 0) + 1;
     const lost =
       `the fence counter of lock ${JSON.stringify(key)} went back (seen ${floor}, got ${got}): the ` +
-      `database lost ${lock}:fence, ${runner.counterLoss}.`;
+      `database lost ${fenceKey(key)}, ${runner.counterLoss}.`;
     let failure: unknown;
     try {
-      if (await ours(RAISE, [lock, `${lock}:fence`], [nonce, token], signal)) {
+      if (await ours(RAISE, [lock, fenceKey(key)], [nonce, token], signal)) {
         see(key, token);
         const message =
           `[leasehold] [${name}] ${lost} The counter was raised to ${token}, above every token this ` +
@@ -163,7 +173,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     throw new BackendError(
       `${lost} Raising it to ${token} failed (${why}), so the lease was not granted and the lock ` +
         `was freed. Once no older holder can still write, set the counter past the old tokens (SET ` +
-        `${lock}:fence ${floor}), or use a new lock name.`,
+        `${fenceKey(key)} ${floor}), or use a new lock name.`,
       {
         backend: name,
         retryable: !(failure instanceof BackendError) || failure.retryable,
@@ -195,11 +205,11 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   > {
     // Only tokens seen before this request leaves must be below its token: one seen meanwhile
     // (a concurrent call's answer) may be this very token, or a later holder's.
-    const floors = keys.map((key) => seen.get(key));
+    const floors = keys.map(floorOf);
     const locks = keys.map(lockKey);
     const r = await evaluate(
       ACQUIRE_ANY,
-      locks.flatMap((k) => [k, `${k}:fence`]),
+      keys.flatMap((key, i) => [locks[i]!, fenceKey(key)]),
       [nonceArg(nonce), ttlArg(ttl), owner],
       signal,
     );
@@ -267,8 +277,7 @@ export function scriptBackend(runner: ScriptRunner): Backend {
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
       check(isToken(token), `[${name}]`, "token must be a positive integer");
-      const k = lockKey(key);
-      const raised = await ours(RAISE, [k, `${k}:fence`], [nonceArg(nonce), token], signal);
+      const raised = await ours(RAISE, [lockKey(key), fenceKey(key)], [nonceArg(nonce), token], signal);
       if (raised) see(key, token);
       return raised;
     },
