@@ -6,7 +6,8 @@
  * The same Lua scripts, key layout and token checks as `leasehold/upstash` (one shared module):
  * a lock taken through either excludes the other on the same database. For a lock named `n`,
  * `leasehold:{n}` holds the lease and `leasehold:{n}:fence` the fence counter; the hash tag
- * keeps both in one cluster slot. Each operation is one `EVALSHA` (one `EVAL` instead the first
+ * keeps both in one cluster slot (a fire of runOnce, `n:fire:<id>`, is `leasehold:{n}:fire:<id>`
+ * and draws from `leasehold:{n}:fence`). Each operation is one `EVALSHA` (one `EVAL` instead the first
  * time a server does not know the script).
  *
  * A command cannot be taken back once sent on a TCP connection: when the core gives up on an

@@ -8,7 +8,8 @@
  * Keys, for a lock named `n` and the default prefix: `leasehold:{n}` holds the lease (a string
  * `nonce|token|owner` with a PX expiry) and `leasehold:{n}:fence` the fence counter, which
  * never expires so tokens keep increasing across holders. The braces are a Redis hash tag: both
- * keys of a name live in one slot, as a multi-key script needs on a cluster.
+ * keys of a name live in one slot, as a multi-key script needs on a cluster. A fire of runOnce
+ * (`n:fire:<id>`) is `leasehold:{n}:fire:<id>` and draws its tokens from `leasehold:{n}:fence`.
  *
  * Upstash replicates asynchronously. The acquire, renew and release scripts are writes, so they
  * run on the primary; a failover that loses the last writes can let a second holder in while the
