@@ -5,6 +5,7 @@ import { describe, expect, it, vi } from "vitest";
 import { memory } from "../../src/backends/memory/index.ts";
 import { createMutex, LeaseLostError, LockTimeoutError, nearestTick, runOnce } from "../../src/index.ts";
 import { fireId, fireKey } from "../../src/once.ts";
+import { counterOf } from "../../src/slots.ts";
 import { backendWith, fakeClockInEachTest } from "../harness/doubles.ts";
 
 fakeClockInEachTest();
@@ -249,5 +250,26 @@ describe("nearestTick", () => {
     expect(() => nearestTick(1.5)).toThrow(RangeError);
     expect(() => nearestTick("1" as never)).toThrow(TypeError);
     expect(() => nearestTick(1_000, Number.NaN)).toThrow(RangeError);
+  });
+});
+
+describe("counterOf: the fence counter a lock key draws from (DESIGN §17)", () => {
+  it("is the mutex name for a fire's key, the key itself for any other", async () => {
+    const long = await fireKey("job", "x".repeat(128).replace(/x/g, "é"));
+    expect(long).toMatch(/^job:fire@[0-9A-F]{64}$/);
+    for (const [key, counter] of [
+      [await fireKey("job", 1_700_000_000_000), "job"],
+      [await fireKey("job", "a:fire:b"), "job"],
+      [long, "job"],
+      [await fireKey("s:permit:3", "t"), "s:permit:3"], // a slot's fire: the slot's counter
+      ["job", "job"],
+      ["job:fire", "job:fire"],
+      ["job:fire:", "job:fire:"],
+      ["job:fire@abc", "job:fire@abc"],
+      ["a:fire:b:permit:3", "a:fire:b:permit:3"], // a slot key keeps its own counter
+      ["s:permit:3", "s:permit:3"],
+    ]) {
+      expect(counterOf(key!)).toBe(counter);
+    }
   });
 });

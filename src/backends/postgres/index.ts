@@ -133,10 +133,10 @@ function statements(t: string) {
     inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
-    // which keep their own counter) are deleted: they hold no counter (acquireFire).
+    // which keep their own counter, nor counter rows) are deleted: they hold no counter (acquireFire).
     complete:
       `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM ${t} WHERE left(name, length($4)) = $4 ` +
-      `AND substr(name, length($4) + 1) ~ '${FIRE_TAIL}' AND name !~ ':permit:[0-9]+$' AND name <> $1 ` +
+      `AND substr(name, length($4) + 1) ~ '${FIRE_TAIL}' AND name !~ ':permit:[0-9]+$' AND strpos(name, chr(31)) = 0 AND name <> $1 ` +
       "AND expires_at <= clock_timestamp() LIMIT 64)) " +
       `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
   };
