@@ -11,6 +11,25 @@ fakeClockInEachTest();
 
 const t0 = () => performance.now();
 
+/** A memory store whose grants are answered `ms` after they were made; it records each renewal's time. */
+function lateGrants(ms: number) {
+  const inner = memory();
+  const renewals: number[] = [];
+  const backend = backendWith({
+    ...inner,
+    acquire: async (r) => {
+      const granted = await inner.acquire(r);
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return granted;
+    },
+    renew: (r) => {
+      renewals.push(t0());
+      return inner.renew(r);
+    },
+  });
+  return { backend, renewals };
+}
+
 describe("deadline: t_send + ttl − guard (guard = ceil(1 % ttl) + 2 ms + stopMargin)", () => {
   it("counts from just before the acquire request, not from its reply", async () => {
     // ttl 1000, stopMargin 100 → guard = 10 + 2 + 100 = 112 → deadline 888 ms after t_send.
@@ -102,20 +121,7 @@ describe("background renewal", () => {
     // a quarter of a ttl into a held request): a renewal due ttl/3 after the *reply* (583 ± 33 ms
     // after t_send) would come after the deadline; due ttl/3 after t_send it comes in time.
     for (const random of [0, 0.5, 0.999999]) {
-      const inner = memory();
-      const renewals: number[] = [];
-      const backend = backendWith({
-        ...inner,
-        acquire: async (r) => {
-          const granted = await inner.acquire(r);
-          await new Promise((resolve) => setTimeout(resolve, 250));
-          return granted;
-        },
-        renew: (r) => {
-          renewals.push(t0());
-          return inner.renew(r);
-        },
-      });
+      const { backend, renewals } = lateGrants(250);
       vi.spyOn(Math, "random").mockReturnValue(random);
       const mutex = createMutex(backend, { name: `late${random}`, ttl: 1_000, stopMargin: 499 });
       const start = t0();
@@ -133,20 +139,7 @@ describe("background renewal", () => {
 
   it("renews at once a grant answered after its renewal was due", async () => {
     // ttl 1 000, stopMargin 499: deadline 489 ms after t_send; the grant is answered 400 ms after.
-    const inner = memory();
-    const renewals: number[] = [];
-    const backend = backendWith({
-      ...inner,
-      acquire: async (r) => {
-        const granted = await inner.acquire(r);
-        await new Promise((resolve) => setTimeout(resolve, 400));
-        return granted;
-      },
-      renew: (r) => {
-        renewals.push(t0());
-        return inner.renew(r);
-      },
-    });
+    const { backend, renewals } = lateGrants(400);
     const mutex = createMutex(backend, { name: "later", ttl: 1_000, stopMargin: 499 });
     const start = t0();
     const pending = mutex.tryAcquire();
