@@ -262,6 +262,12 @@ export interface CompleteRequest extends KeyRequest {
 /** Optional capability: recording a completed fire, for `runOnce` (docs/DESIGN.md §17). */
 export interface FireRecord {
   /**
+   * Optional: the `retain` values (ms, inclusive) this backend can keep a record for, when it is
+   * narrower than 1 … 2 147 483 647; `runOnce` refuses another at the call, naming the backend
+   * and the range.
+   */
+  readonly retainRange?: readonly [min: number, max: number];
+  /**
    * Optional; `runOnce` needs it. Atomically, if `nonce` holds `key`: replaces the lease with a
    * done record (the lease's owner and token) that the store keeps for `retain` ms, which frees
    * the lock, and answers `true`. Answers `false` and changes nothing when `nonce` does not hold

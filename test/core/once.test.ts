@@ -212,6 +212,20 @@ describe("runOnce", () => {
     await expect(runOnce(make("a"), 1, () => 1, { standby: "yes" as never })).rejects.toThrow(TypeError);
     await expect(runOnce(make("a"), 1.5, () => 1)).rejects.toThrow(RangeError);
   });
+
+  it("refuses a retain outside the backend's retainRange at the call, naming the backend and the range", async () => {
+    const { store } = setup();
+    let calls = 0;
+    const narrow = { ...store, name: "narrow", retainRange: [1_000, 60_000] as const };
+    const mutex = createMutex(narrow, { name: "job" });
+    const job = () => ++calls;
+    await expect(runOnce(mutex, 1, job, { retain: 60_001 })).rejects.toThrow(
+      "runOnce: retain must be from 1000 to 60000 ms for the narrow backend, got 60001",
+    );
+    await expect(runOnce(mutex, 1, job)).rejects.toThrow(/for the narrow backend, got 86400000/);
+    expect(calls).toBe(0);
+    expect(await runOnce(mutex, 1, job, { retain: 60_000 })).toMatchObject({ ran: true, value: 1 });
+  });
 });
 
 describe("the done record and the rest of the contract (memory)", () => {
