@@ -37,7 +37,7 @@ const dynamoSpec: Spec = {
   table: ddb.table,
 };
 /** Every store, by label. The quorum's members are three different stores. */
-const stores: [string, Spec][] = [
+const every: [string, Spec][] = [
   ["upstash", upstashSpec],
   [
     "redis",
@@ -64,7 +64,8 @@ const stores: [string, Spec][] = [
   ["cloudflare", { kind: "cloudflare", url: cf.url, token: cf.token }],
   ["deno-kv", { kind: "deno-kv", path: join(dir, "kv.sqlite") }],
   ["quorum", { kind: "quorum", members: [upstashSpec, postgresSpec, dynamoSpec] }],
-].filter(([l]) => ["upstash", "redis", "postgres", "deno-kv"].includes(l)); // the others join as their complete lands
+];
+const stores = every.filter(([l]) => ["upstash", "redis", "postgres", "deno-kv"].includes(l)); // the others join as their complete lands
 
 /** A child instance: its JSON lines as they arrive, and a wait for one. */
 interface Instance {
@@ -166,7 +167,9 @@ describe("runOnce across four processes, every backend at once", () => {
     for (const f of fleet) f.go(go);
     await Promise.all(fleet.map((f) => f.until((l) => l.some((x) => x.e === "exit"), "exit", 150_000)));
 
-    const all = fleet.flatMap((f, p) => f.lines.map((l) => ({ ...l, owner: `instance-${p}` })));
+    const all = fleet.flatMap((f, p) =>
+      f.lines.map((l): Record<string, unknown> => ({ ...l, owner: `instance-${p}` })),
+    );
     const errors = all.filter((l) => l.e === "result" && l.error !== undefined);
     expect(errors).toEqual([]);
     for (const [label] of stores) {
