@@ -191,6 +191,8 @@ describe("runOnce across four processes, every backend at once", () => {
             expect(r.by, `${label} tick ${i}`).toEqual({ owner: winner.owner, token: winner.token });
         }
       }
+      const retries = of(all, "retry", label).length;
+      if (retries > 0) console.info(`${label}: ${retries} attempt(s) failed retryably and were tried again`);
       // Most late instances come after the 100 ms job: they must find the record.
       expect(reasons.done ?? 0, `${label}: ${JSON.stringify(reasons)}`).toBeGreaterThanOrEqual(TICKS);
     }
