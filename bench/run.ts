@@ -19,6 +19,8 @@
 //                   Semaphore, limits 1, 5, 50 (alone: `npx tsx bench/semaphore.ts`)
 //  13 changes       bench/changes.ts, in child processes (node, Bun): the src/ of the commits that
 //                   changed the core's hot path, side by side on Upstash, with the current src/ twice
+//  14 once          bench/once.ts: runOnce's run and late instance beside a plain tryAcquire on
+//                   upstash, redis and postgres (measured before 13)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -36,6 +38,7 @@ import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
+import { runOnceBench } from "./once.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSemaphore } from "./semaphore.ts";
@@ -270,6 +273,13 @@ try {
     plan.warmup,
   );
 
+  section("14 once", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const once = await runOnceBench(
+    { bridge: servers.bridge, redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
+    plan.iterations,
+    plan.warmup,
+  );
+
   // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
   const changeRuntimes = runtimes.filter(
     (rt) => rt.id === `node ${process.version}` || rt.id.startsWith("bun"),
@@ -326,6 +336,7 @@ try {
     dynamodb,
     clients,
     semaphore,
+    once,
     changes,
     changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),

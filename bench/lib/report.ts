@@ -10,6 +10,7 @@ import type { DenoKvResult } from "../denokv.ts";
 import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
+import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { SemaphoreResult } from "../semaphore.ts";
@@ -47,6 +48,8 @@ export interface Results {
   clients?: ClientsResult;
   /** Item 12 (bench/semaphore.ts); absent from runs before it existed. */
   semaphore?: SemaphoreResult;
+  /** Item 14 (bench/once.ts); absent from runs before it existed. */
+  once?: OnceResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
   /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
@@ -582,6 +585,28 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   if (res.clients) out.push(clientsSection(res.clients));
   if (res.semaphore) out.push(semaphoreSection(res.semaphore));
   if (res.changes?.length) out.push(changesSection(res.changes, res.changeSizes ?? []));
+  if (res.once) out.push(onceSection(res.once));
+  return out.join("\n");
+}
+
+function onceSection(r: OnceResult): string {
+  const backends = Object.keys(r.series);
+  const out = [
+    "## 14. Run once per fire: runOnce beside a plain lock",
+    "",
+    "**plain**: `mutex.tryAcquire()` then `lease.release()`, what a plain lock costs (it records nothing: a late instance runs the tick again). " +
+      "**run**: `runOnce(mutex, fire, noop)` on a new fire: the fire's acquire, then its `complete` (the lease becomes the fire's record). " +
+      "**late**: `runOnce` on a fire already done: the acquire finds the record and answers done; nothing runs. " +
+      "On `upstash(…)` through the Upstash REST bridge, `redis(client)` over one ioredis client and `postgres(pool)` over one pg Pool (fsync off, as in the tests). " +
+      `Requests per call on the bridge: plain ${r.upstashRequests.plain}, run ${r.upstashRequests.run}, late ${r.upstashRequests.late}. ` +
+      `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`,
+    "",
+    `| op | ${backends.join(" | ")} |`,
+    `|---|${backends.map(() => "---|").join("")}`,
+  ];
+  for (const op of ["plain", "run", "late"] as const)
+    out.push(`| ${op} | ${backends.map((b) => sum3(r.series[b]![op])).join(" | ")} |`);
+  out.push("");
   return out.join("\n");
 }
 
