@@ -1,6 +1,8 @@
-// A Deno script that several hosts run on a schedule (cron, systemd timers, Deno Deploy…):
-// whichever takes the lock does the job; the others see who has it and exit. Imports come from
-// JSR, as in any Deno project:
+// A Deno script that several hosts run every hour (cron, systemd timers): the sync must run once
+// per hour, not once per host. `runOnce` keys the run by the hour (`nearestTick`: the tick
+// nearest to now, so a host whose clock or start is a little off names the same hour); the first
+// host runs it and records it as done, and a host that comes later in the hour, even after the
+// first finished, skips it. Imports come from JSR, as in any Deno project:
 //
 //   deno add jsr:@leasehold/leasehold
 //   UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… \
@@ -8,9 +10,10 @@
 //
 // (Here, deno.json maps the jsr: specifiers to this repository's sources so the example is
 // type-checked and run against the code it ships with.)
-import { createMutex } from "jsr:@leasehold/leasehold";
+import { createMutex, nearestTick, runOnce } from "jsr:@leasehold/leasehold";
 import { fromEnv } from "jsr:@leasehold/leasehold/upstash";
 
+const HOUR = 3_600_000;
 const mutex = createMutex(fromEnv(), { name: "example-deno-sync", ttl: 10_000 });
 
 /** The job: stop when `signal` aborts; send `token` with every write a stale holder must not make. */
@@ -20,10 +23,8 @@ async function sync(signal: AbortSignal, token: number): Promise<string> {
   return `synced with fencing token ${token}`;
 }
 
-await using lease = await mutex.tryAcquire();
-if (lease) {
-  console.log(await sync(lease.signal, lease.token));
-} else {
-  const holder = await mutex.holder();
-  console.log(`skipped: ${holder ? `${holder.owner} (token ${holder.token})` : "someone"} holds the lock`);
-}
+const hour = nearestTick(HOUR);
+const result = await runOnce(mutex, hour, (signal, lease) => sync(signal, lease.token));
+if (result.ran) console.log(result.value);
+else if (result.by) console.log(`skipped: ${result.by.owner} ran this hour (token ${result.by.token})`);
+else console.log("skipped: another host is running this hour's sync");

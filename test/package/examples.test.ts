@@ -3,9 +3,9 @@
 // - node/server.ts: bundled by esbuild (the package from dist/, as npm users get it), two
 //   instances elect one leader that runs the job, and the other takes over after a graceful stop;
 // - bun/flock.ts: run by Bun twice at once; the two commands run one after the other;
-// - deno/main.ts: `deno check`ed and run through its jsr: specifiers;
-// - cloudflare/: bundled like wrangler does, run in workerd (Miniflare); two overlapping cron
-//   triggers send one report, and the lease is released at the end of the ctx.waitUntil work;
+// - deno/main.ts: `deno check`ed and run twice through its jsr: specifiers: the second skips the hour;
+// - cloudflare/: bundled like wrangler does, run in workerd (Miniflare); two overlapping
+//   invocations of one tick send one report, two of the next tick one after the other one more;
 // - cloudflare/durable-object/: the Worker with the LeaseholdLock object, bound as its
 //   wrangler.toml says: three concurrent rebuilds run one at a time in arrival order, and Node
 //   takes the same lock through the Worker's /leasehold route.
@@ -184,10 +184,21 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       "examples/deno/main.ts",
     ]);
     expect(await main.exited, main.output()).toBe(0);
-    expect(main.output()).toMatch(/synced with fencing token \d+|skipped: .* holds the lock/);
+    expect(main.output()).toMatch(/synced with fencing token \d+/);
+    // A second host later in the hour skips it, naming the first.
+    const again = start(DENO, [
+      "run",
+      "--no-lock",
+      config,
+      "--allow-net=127.0.0.1",
+      env,
+      "examples/deno/main.ts",
+    ]);
+    expect(await again.exited, again.output()).toBe(0);
+    expect(again.output()).toMatch(/skipped: .* ran this hour \(token \d+\)/);
   });
 
-  it("cloudflare/: bundled like wrangler, two overlapping cron triggers send one report", async () => {
+  it("cloudflare/: bundled like wrangler, two overlapping and two skewed invocations of a tick send one report each", async () => {
     const toml = readFileSync(`${root}examples/cloudflare/wrangler.toml`, "utf8");
     const main = toml.match(/^main\s*=\s*"([^"]+)"/m)?.[1];
     const cron = toml.match(/^crons\s*=\s*\["([^"]+)"/m)?.[1];
@@ -222,12 +233,21 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       await until("the daily-report lock to be free", 35_000, async () =>
         (await mutex.holder()) === null ? true : undefined,
       );
-      // Miniflare resolves a scheduled event after its ctx.waitUntil promises settled.
-      const results = await Promise.all([scheduled(mf, cron!), scheduled(mf, cron!)]);
+      // Miniflare resolves a scheduled event after its ctx.waitUntil promises settled. Two
+      // invocations of one tick at once: one report.
+      const tick = new Date(Date.UTC(2026, 10, 24) + Math.floor(Math.random() * 1e6) * 300_000);
+      const results = await Promise.all([scheduled(mf, cron!, tick), scheduled(mf, cron!, tick)]);
       expect(results.map((r) => r.outcome)).toEqual(["ok", "ok"]);
       expect(reports).toHaveLength(1);
       expect(Number(reports[0]!.token)).toBeGreaterThan(0);
-      // The waitUntil work released the lease in its finally.
+      // Two invocations of the next tick, the second after the first finished (a plain lock,
+      // free again by then, would send it twice): one report, with a greater token.
+      const next = new Date(tick.getTime() + 300_000);
+      expect((await scheduled(mf, cron!, next)).outcome).toBe("ok");
+      expect((await scheduled(mf, cron!, next)).outcome).toBe("ok");
+      expect(reports).toHaveLength(2);
+      expect(Number(reports[1]!.token)).toBeGreaterThan(Number(reports[0]!.token));
+      // Both runs ended their leases: the lock name is free.
       expect(await mutex.holder()).toBeNull();
     } finally {
       await mf.dispose();

@@ -1,16 +1,18 @@
-// A Cloudflare scheduled Worker: the cron fires in several places (and retries may overlap), but
-// the report must be sent once per run. Every invocation tries the lock once; the one that gets
-// it sends the report, the others return at once.
+// A Cloudflare scheduled Worker: the cron fires in several places, and a retry or a late
+// invocation can come after the first has finished. The report must be sent once per scheduled
+// time: `runOnce` keys the run by `controller.scheduledTime` (the same for every invocation of one
+// cron tick), so the first invocation sends it and records it as done; any other, overlapping or
+// later, finds the run in progress or its record and returns without sending.
 //
 // The work runs in `ctx.waitUntil`: the handler returns right away, and the invocation stays
 // alive until the promise settles. That matters for the lease: its background renewal is a
-// timer, and timers only run while the invocation is alive, so a lease must never outlive the
-// promise handed to waitUntil. Release it in that promise's `finally`.
+// timer, and timers only run while the invocation is alive, so the lease must never outlive the
+// promise handed to waitUntil. runOnce ends it (recording the run) before its promise settles.
 //
 //   npx wrangler secret put UPSTASH_REDIS_REST_URL
 //   npx wrangler secret put UPSTASH_REDIS_REST_TOKEN
 //   npx wrangler deploy
-import { createMutex, type Lease } from "leasehold";
+import { createMutex, type Lease, runOnce } from "leasehold";
 import { upstash } from "leasehold/upstash";
 
 export interface Env {
@@ -42,11 +44,14 @@ async function sendReport(env: Env, lease: Lease, scheduledTime: number): Promis
 
 export default {
   async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-    // ttl: how long a crashed run blocks the next one. The lease renews itself while the work runs.
+    // ttl: how long a crashed run blocks a retry of its tick. The lease renews itself meanwhile.
     const backend = upstash({ url: env.UPSTASH_REDIS_REST_URL, token: env.UPSTASH_REDIS_REST_TOKEN });
     const mutex = createMutex(backend, { name: "daily-report", ttl: 30_000 });
-    const lease = await mutex.tryAcquire();
-    if (!lease) return; // another invocation is sending it
-    ctx.waitUntil(sendReport(env, lease, controller.scheduledTime).finally(() => lease.release()));
+    const tick = controller.scheduledTime;
+    ctx.waitUntil(
+      runOnce(mutex, tick, (_signal, lease) => sendReport(env, lease, tick)).then((r) => {
+        if (!r.ran) console.log(`report for ${new Date(tick).toISOString()}: ${r.reason}`, r.by ?? "");
+      }),
+    );
   },
 };

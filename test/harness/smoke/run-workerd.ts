@@ -57,9 +57,13 @@ export interface ScheduledResult {
 }
 
 /** Fires the worker's `scheduled` handler once, as a cron trigger would; resolves when it is done. */
-export async function scheduled(mf: Miniflare, cron: string): Promise<ScheduledResult> {
+export async function scheduled(
+  mf: Miniflare,
+  cron: string,
+  scheduledTime = new Date(),
+): Promise<ScheduledResult> {
   const worker = (await mf.getWorker()) as unknown as {
     scheduled(options: { cron: string; scheduledTime: Date }): Promise<ScheduledResult>;
   };
-  return worker.scheduled({ cron, scheduledTime: new Date() });
+  return worker.scheduled({ cron, scheduledTime });
 }
