@@ -179,7 +179,11 @@ export function observe<L extends Lease>(o: Core, attempt: AttemptFn<L>): Attemp
           const r = await attempt(signal, queue);
           const latency = now() - sent;
           if (!isLease(r)) {
-            emit({ ...tried, latency, outcome: "taken", retryAfter: r.retryAfter });
+            emit(
+              r.done
+                ? { ...tried, latency, outcome: "done", token: r.done.token }
+                : { ...tried, latency, outcome: "taken", retryAfter: r.retryAfter },
+            );
             return r;
           }
           emit({ ...tried, latency, outcome: "granted", token: r.token });

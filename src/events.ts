@@ -10,7 +10,9 @@ import { now } from "./time.ts";
  *   1 within one `acquire()` (always 1 for `tryAcquire()`). `outcome` is `granted` (with the
  *   lease's `token`), `taken` (someone else holds it; `retryAfter`: ms until the holder's lease
  *   expires, when the backend says; a grant answered too late to be used counts as taken, with
- *   `retryAfter` 0), or `error` (`code` and `retryable`; see {@link LockEventCode}).
+ *   `retryAfter` 0), `done` (`runOnce`: the fire is recorded as done; `token`: its runner's), or
+ *   `error` (`code` and `retryable`; see {@link LockEventCode}). `runOnce`'s events carry the
+ *   mutex's name, not the fire's key.
  * - `acquired`: a lease was taken, after `waited` ms since the acquire started and `attempts`
  *   attempts (also for `tryAcquire()`).
  * - `acquire-failed`: `acquire()` rejected after `waited` ms and `attempts` attempts: `code` is
@@ -36,6 +38,7 @@ export type LockEventBody =
   | ({ type: "attempt"; attempt: number; latency: number } & (
       | { outcome: "granted"; token: number }
       | { outcome: "taken"; retryAfter: number | undefined }
+      | { outcome: "done"; token: number }
       | { outcome: "error"; code: LockEventCode; retryable: boolean }
     ))
   | { type: "acquired"; token: number; waited: number; attempts: number }

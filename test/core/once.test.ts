@@ -112,7 +112,7 @@ describe("runOnce", () => {
 
   it("reports its steps to the mutex's observer: a standby that finds the fire done ends with acquire-failed, code done", async () => {
     const store = memory();
-    const events: { type: string; code?: string; outcome?: string }[] = [];
+    const events: { type: string; code?: string; outcome?: string; name?: string; owner?: string }[] = [];
     const make = (owner: string) =>
       createMutex(store, { name: "job", ttl: 1_000, owner, retryDelay: 50, onEvent: (e) => events.push(e) });
     let finish = () => {};
@@ -127,6 +127,14 @@ describe("runOnce", () => {
     expect(events.map((e) => e.type)).toEqual(expect.arrayContaining(["acquired", "released", "acquiring"]));
     expect(events.filter((e) => e.type === "acquire-failed")).toEqual([
       expect.objectContaining({ code: "done" }),
+    ]);
+    // The standby's last attempt, and a late call's only one, say done with the runner's token.
+    const late = await runOnce(make("c"), "t", () => 0);
+    expect(late).toMatchObject({ ran: false, reason: "done", by: { owner: "a" } });
+    const done = events.filter((e) => e.type === "attempt" && e.outcome === "done");
+    expect(done).toEqual([
+      expect.objectContaining({ name: "job", owner: "b", token: late.ran ? 0 : late.by?.token }),
+      expect.objectContaining({ name: "job", owner: "c", token: late.ran ? 0 : late.by?.token }),
     ]);
   });
 
