@@ -108,7 +108,10 @@ interface Held {
  * @param backends N ≥ 3 independent backends (distinct databases, accounts or servers; any mix)
  *   that implement `raiseFence`, as every built-in backend does.
  * @param options `amnesia` and `onMemberError`.
- * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'.
+ * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'. It has
+ *   `complete` (for `runOnce`) when every member has it and their retain ranges overlap (its own
+ *   is their intersection): a fire is recorded once q members hold its record, and done for a
+ *   late call once more than N − q do (docs/DESIGN.md §17).
  * @throws {TypeError} When `backends` is not an array of at least 3 distinct backends with
  *   `raiseFence`, or an option has the wrong type.
  * @throws {RangeError} When `amnesia` is not an integer from 0 to N − 1, or the members' ttl
@@ -249,7 +252,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
             return undefined;
           }
           // Records on fewer: hear the rest while they may yet make it done.
-          if (records.length > 0 && records.length + pending > n - q) return undefined;
+          if (pending > 0 && records.length > 0 && records.length + pending > n - q) return undefined;
           // When could a quorum be free? Our grants are given back at once.
           const free = answers
             .map((a) =>
