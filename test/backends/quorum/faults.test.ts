@@ -398,7 +398,7 @@ describe("quorum(): runOnce (complete, docs/DESIGN.md §17)", () => {
         upstash({ url: await proxy.client("c"), token: dbs[3]!.token }),
       ];
       const mutex = async (owner: string) =>
-        createMutex(quorum(await members()), { name: lock, ttl: 2_000, owner });
+        createMutex(quorum(await members()), { name: lock, ttl: 4_000, owner });
       // The COMPLETE script fails on members 1 and 2 (not applied): it reaches member 0 only.
       const failComplete = (req: ProxyRequest) =>
         req.body.includes("v:sub(#n)")
@@ -417,7 +417,7 @@ describe("quorum(): runOnce (complete, docs/DESIGN.md §17)", () => {
       );
       const k = await fireKey(lock, "tick");
       expect(await member(dbs[0]!).inspect({ key: k })).toMatchObject({ owner: "first", done: true });
-      // Not done: the runner's lease still holds members 1 and 2 until it expires.
+      // Not done: the runner's lease still holds members 1 and 2 until it expires (4 s).
       expect(await runOnce(await mutex("late"), "tick", job)).toEqual({ ran: false, reason: "running" });
       const standby = await runOnce(await mutex("standby"), "tick", job, { standby: true, timeout: 15_000 });
       expect(standby.ran).toBe(true);
