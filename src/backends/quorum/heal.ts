@@ -91,8 +91,9 @@ export interface HealReport {
   /** Members whose fence counter is now at least `token`. */
   healed: number[];
   /**
-   * Members that refused: the lock is held there. Nothing is taken from a holder; a holder's
-   * renewals heal the members that forgot its lease.
+   * Members that refused: the lock is held there, or holds a completed fire's record (runOnce).
+   * Nothing is taken from a holder, and no record is touched; a holder's renewals heal the
+   * members that forgot its lease.
    */
   held: number[];
   /**

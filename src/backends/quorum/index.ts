@@ -48,10 +48,10 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { now } from "../../time.ts";
-import { fanOutOver, NAME } from "./fan-out.ts";
+import { type Answer, fanOutOver, NAME } from "./fan-out.ts";
 import { healerOver, healers } from "./heal.ts";
 import { checkQuorum, type QuorumOptions } from "./options.ts";
 
@@ -70,6 +70,31 @@ function remember<V>(map: Map<string, V>, key: string, value: V): void {
   if (map.size > REMEMBERED) map.delete(map.keys().next().value as string);
 }
 
+/** Of members' answers about one key (leases, or fire records), those of the owner most report (the first on a tie). */
+function mostOwned<H extends FireHolder>(holders: readonly H[]): H[] {
+  const groups = new Map<string, H[]>();
+  for (const h of holders) groups.set(h.owner, [...(groups.get(h.owner) ?? []), h]);
+  let best: H[] = [];
+  for (const g of groups.values()) if (g.length > best.length) best = g;
+  return best;
+}
+
+/**
+ * The token that `group` (one owner's answers, {@link mostOwned}) holds, or undefined to hear the
+ * rest: the token `q` of them report, else, once none is `pending`, the one most report, the
+ * lower on a tie. A member may hold a lease, or the record it became, under another token than the
+ * lease's T, which its quorum of grants holds (those below it were raised before it was handed
+ * out): a late grant from a member whose counter was ahead, or a renewal's rejoin (higher); a late
+ * grant not raised yet (lower). A counter that was ahead stays so; a lagging one is raised soon.
+ */
+function agreedToken(group: readonly FireHolder[], q: number, pending: number): number | undefined {
+  const votes = (t: number) => group.filter((h) => h.token === t).length;
+  const token = group
+    .map((h) => h.token)
+    .reduce((x, y) => (votes(y) > votes(x) || (votes(y) === votes(x) && y < x) ? y : x));
+  return votes(token) < q && pending > 0 ? undefined : token;
+}
+
 /** What a quorum remembers of a lease it handed out: what healing a member that forgot it takes. */
 interface Held {
   key: string;
@@ -83,7 +108,10 @@ interface Held {
  * @param backends N ≥ 3 independent backends (distinct databases, accounts or servers; any mix)
  *   that implement `raiseFence`, as every built-in backend does.
  * @param options `amnesia` and `onMemberError`.
- * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'.
+ * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'. It has
+ *   `complete` (for `runOnce`) when every member has it and their retain ranges overlap (its own
+ *   is their intersection): a fire is recorded once q members hold its record, and done for a
+ *   late call once more than N − q do (docs/DESIGN.md §17).
  * @throws {TypeError} When `backends` is not an array of at least 3 distinct backends with
  *   `raiseFence`, or an option has the wrong type.
  * @throws {RangeError} When `amnesia` is not an integer from 0 to N − 1, or the members' ttl
@@ -100,7 +128,7 @@ interface Held {
  * ```
  */
 export function quorum(backends: readonly Backend[], options: QuorumOptions = {}): Backend {
-  const { members, n, q, onMemberError, ttlRange } = checkQuorum(backends, options);
+  const { members, n, q, onMemberError, ttlRange, complete, retainRange } = checkQuorum(backends, options);
   const { fanOut, tooFew, everyMember } = fanOutOver(members, q, report);
   const healNames = healerOver(members, everyMember);
 
@@ -160,6 +188,21 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     }
   }
 
+  /**
+   * How renew and complete decide: `true` once q members answered true, `false` once more than
+   * N − q answered false (a quorum can no longer: the lease is lost), else an error once all answered.
+   */
+  const byQuorum =
+    (op: string, key: string) =>
+    (answers: Answer<boolean>[], pending: number): boolean | undefined => {
+      const yes = answers.filter((a) => a.ok && a.value).length;
+      const no = answers.filter((a) => a.ok && !a.value).length;
+      if (yes >= q) return true;
+      if (no > n - q) return false;
+      if (pending === 0) throw tooFew(op, answers, key);
+      return undefined;
+    };
+
   const backend: Backend = {
     name: NAME,
     ...(ttlRange ? { ttlRange } : {}),
@@ -192,6 +235,14 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
             lateToken = Math.max(...grants.map((g) => g.token));
             return { ok: true, token: lateToken };
           }
+          // A fire's record (runOnce) on more than N − q members: no quorum can grant the key
+          // before those expire, so the fire is done; by the runner most of them name.
+          const records = answers.flatMap((a) => (a.ok && !a.value.ok && a.value.done ? [a.value.done] : []));
+          if (records.length > n - q) {
+            const runner = mostOwned(records);
+            const token = agreedToken(runner, q, pending);
+            return token === undefined ? undefined : { ok: false, done: { owner: runner[0]!.owner, token } };
+          }
           if (grants.length + pending >= q) return undefined;
           // No quorum can grant it now. Held, when so many refused that no quorum is free; else
           // wait for the rest, and fail when they leave it undecided.
@@ -200,6 +251,8 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
             if (pending === 0) throw tooFew("acquire", answers, key);
             return undefined;
           }
+          // Records on fewer: hear the rest while they may yet make it done.
+          if (pending > 0 && records.length > 0 && records.length + pending > n - q) return undefined;
           // When could a quorum be free? Our grants are given back at once.
           const free = answers
             .map((a) =>
@@ -277,14 +330,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
         async (b, s, m) =>
           (await b.renew({ key, nonce, ttl, signal: s })) ||
           (held !== undefined && rejoin(m, b, held, nonce, ttl, s)),
-        (answers, pending) => {
-          const yes = answers.filter((a) => a.ok && a.value).length;
-          const no = answers.filter((a) => a.ok && !a.value).length;
-          if (yes >= q) return true;
-          if (no > n - q) return false; // a quorum can no longer renew: the lease is lost
-          if (pending === 0) throw tooFew("renew", answers, key);
-          return undefined;
-        },
+        byQuorum("renew", key),
       );
       if (!ours) leases.delete(nonce);
       return ours;
@@ -307,37 +353,32 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     },
 
     async inspect({ key, signal }): Promise<HolderInfo | null> {
+      /** The holder `group` (one owner's answers) agrees on, or undefined to hear the rest. */
+      const holder = (group: HolderInfo[], pending: number, done: boolean): HolderInfo | undefined => {
+        const token = agreedToken(group, q, pending);
+        if (token === undefined) return undefined;
+        const left = group.map((h) => h.ttlLeft).filter((t): t is number => t !== undefined);
+        return {
+          owner: group[0]!.owner,
+          token,
+          ...(left.length ? { ttlLeft: Math.min(...left) } : {}),
+          ...(done ? { done } : {}),
+        };
+      };
       return fanOut<HolderInfo | null, HolderInfo | null | "none">(
         "inspect",
         signal,
         lateMs,
         (b, s) => b.inspect({ key, signal: s }),
         (answers, pending) => {
-          const groups = new Map<string, HolderInfo[]>();
-          for (const a of answers) {
-            if (!a.ok || a.value === null) continue;
-            groups.set(a.value.owner, [...(groups.get(a.value.owner) ?? []), a.value]);
-          }
-          let best: HolderInfo[] = [];
-          for (const g of groups.values()) if (g.length > best.length) best = g;
-          if (best.length >= q) {
-            // The lease's token is the one its quorum of grants holds (those below it were raised
-            // before it was handed out). A member may hold the lease under another token: a late
-            // grant from a member whose counter was ahead, or a renewal's rejoin (higher); a late
-            // grant not raised yet (lower). So the token a quorum reports, hearing the rest while
-            // fewer agree; when all answered and none has a quorum, the most reported, the lower
-            // on a tie (a higher one is a counter that was ahead, which stays; a lower one is
-            // raised soon).
-            const votes = (t: number) => best.filter((h) => h.token === t).length;
-            const token = best
-              .map((h) => h.token)
-              .reduce((x, y) => (votes(y) > votes(x) || (votes(y) === votes(x) && y < x) ? y : x));
-            if (votes(token) < q && pending > 0) return undefined;
-            const left = best.map((h) => h.ttlLeft).filter((t): t is number => t !== undefined);
-            const { owner } = best[0]!;
-            return left.length ? { owner, token, ttlLeft: Math.min(...left) } : { owner, token };
-          }
-          if (best.length + pending >= q) return undefined;
+          const held = answers.flatMap((a) => (a.ok && a.value !== null ? [a.value] : []));
+          // A fire's record on more than N − q members: done, as acquire answers.
+          const records = held.filter((h) => h.done === true);
+          if (records.length > n - q) return holder(mostOwned(records), pending, true);
+          const best = mostOwned(held.filter((h) => h.done !== true));
+          if (best.length >= q) return holder(best, pending, false);
+          if (best.length + pending >= q || (records.length > 0 && records.length + pending > n - q))
+            return undefined;
           // No holder can have a quorum: free, once a quorum answered.
           if (answers.filter((a) => a.ok).length >= q) return "none";
           if (pending === 0) throw tooFew("inspect", answers, key);
@@ -346,6 +387,26 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
         { cancel: true },
       ).then((holder) => (holder === "none" ? null : holder));
     },
+
+    // Only when every member records fires, for a retain each of them can keep.
+    ...(complete
+      ? {
+          ...(retainRange ? { retainRange } : {}),
+          // Replaces the lease with the fire's record on every member that holds it: recorded
+          // once q did (docs/DESIGN.md §17). The lease ends here as with a release: a grant of its
+          // nonce that lands later is given back.
+          async complete({ key, nonce, retain, signal }): Promise<boolean> {
+            forget(nonce);
+            return fanOut<boolean, boolean>(
+              "complete",
+              signal,
+              lateMs,
+              (b, s) => b.complete!({ key, nonce, retain, signal: s }),
+              byQuorum("complete", key),
+            );
+          },
+        }
+      : {}),
 
     async raiseFence(r): Promise<boolean> {
       const raised = await fanOut<boolean, boolean>(

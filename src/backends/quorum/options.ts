@@ -33,6 +33,24 @@ export interface Checked {
   q: number;
   onMemberError: QuorumOptions["onMemberError"];
   ttlRange: readonly [number, number] | undefined;
+  /**
+   * Whether the quorum records fires (runOnce, docs/DESIGN.md §17): every member has `complete`
+   * and their retain ranges overlap.
+   */
+  complete: boolean;
+  /** The intersection of the members' retain ranges, when any declares one. */
+  retainRange: readonly [number, number] | undefined;
+}
+
+type Range = readonly [number, number];
+
+/** The intersection of the ranges some members declare: undefined when none does, null when they do not overlap. */
+function overlap(ranges: readonly (Range | undefined)[]): Range | undefined | null {
+  const declared = ranges.filter((r): r is Range => r !== undefined);
+  if (declared.length === 0) return undefined;
+  const min = Math.max(...declared.map((r) => r[0]));
+  const max = Math.min(...declared.map((r) => r[1]));
+  return min <= max ? [min, max] : null;
 }
 
 /** Checks `backends` and `options` of `quorum()`: what the factory throws. */
@@ -76,15 +94,11 @@ export function checkQuorum(backends: readonly Backend[], options: QuorumOptions
     "onMemberError must be a function",
   );
   const q = quorumSize(n, amnesia);
-  let min = 0;
-  let max = Number.POSITIVE_INFINITY;
-  for (const b of members) {
-    if (b.ttlRange) {
-      min = Math.max(min, b.ttlRange[0]);
-      max = Math.min(max, b.ttlRange[1]);
-    }
-  }
-  if (min > max) fail(WHERE, "the backends' ttl ranges do not overlap: no ttl suits them all", RangeError);
-  const ttlRange = members.some((b) => b.ttlRange) ? ([min, max] as const) : undefined;
-  return { members, n, q, onMemberError, ttlRange };
+  const ttlRange = overlap(members.map((b) => b.ttlRange));
+  if (ttlRange === null)
+    fail(WHERE, "the backends' ttl ranges do not overlap: no ttl suits them all", RangeError);
+  // Records fires only when every member can, for a retain every member can keep.
+  const retainRange = overlap(members.map((b) => b.retainRange));
+  const complete = retainRange !== null && members.every((b) => typeof b.complete === "function");
+  return { members, n, q, onMemberError, ttlRange, complete, retainRange: retainRange ?? undefined };
 }

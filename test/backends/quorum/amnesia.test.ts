@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memory } from "../../../src/backends/memory/index.ts";
 import { heal, quorum } from "../../../src/backends/quorum/index.ts";
 import { type FenceHealed, upstash } from "../../../src/backends/upstash/index.ts";
-import { createMutex, type Mutex } from "../../../src/index.ts";
+import { createMutex, type Mutex, runOnce } from "../../../src/index.ts";
+import { fireKey } from "../../../src/once.ts";
 import { freePort } from "../../harness/servers/azurite.ts";
 import { startFaultProxy } from "../../harness/servers/fault-proxy.ts";
 import { connectResp } from "../../harness/servers/resp.ts";
@@ -243,5 +244,39 @@ describe("quorum(): a grant that lands after the release", () => {
     } finally {
       await slow.stop();
     }
+  });
+});
+
+describe("quorum(): a completed fire (runOnce) and a member that lost its writes", () => {
+  it("4 members, amnesia 1: one flushed after the fire completed still answers done through the quorum (3 keep the record); heal() neither takes nor disturbs the record", async () => {
+    const lock = name();
+    const backend = () =>
+      quorum(
+        dbs.slice(0, 4).map((d) => member(d)),
+        { amnesia: 1 },
+      );
+    let runs = 0;
+    const ran = await runOnce(createMutex(backend(), { name: lock, owner: "runner" }), "tick", () => ++runs);
+    expect(ran).toMatchObject({ ran: true, value: 1 });
+    const { token } = ran as { token: number };
+    const k = await fireKey(lock, "tick");
+    await dbs[0]!.wipe(); // member 0 forgets the record (and the name's counter)
+    expect(await member(dbs[0]!).inspect({ key: k })).toBeNull();
+    const done = { ran: false, reason: "done", by: { owner: "runner", token } };
+    expect(
+      await runOnce(createMutex(backend(), { name: lock, owner: "late" }), "tick", () => ++runs),
+    ).toEqual(done);
+    // Member 0 granted the late call: given back, not held for a ttl.
+    await expect.poll(() => member(dbs[0]!).inspect({ key: k }), { timeout: 10_000 }).toBeNull();
+    expect(await backend().inspect({ key: k })).toMatchObject({ owner: "runner", token, done: true });
+    // heal() takes the fire's key only where it was forgotten, and gives it back there.
+    const [report] = await heal(backend(), [k]);
+    expect(report).toMatchObject({ name: k, healed: [0], held: [1, 2, 3], unreachable: [] });
+    expect(await member(dbs[0]!).inspect({ key: k })).toBeNull();
+    for (const d of dbs.slice(1, 4)) {
+      expect(await member(d).inspect({ key: k })).toMatchObject({ owner: "runner", token, done: true });
+    }
+    expect(await runOnce(createMutex(backend(), { name: lock }), "tick", () => ++runs)).toEqual(done);
+    expect(runs).toBe(1);
   });
 });

@@ -1,8 +1,9 @@
-// The backend conformance suite against quorums of real backends: 3 and 5 independent databases
+// The backend conformance suite against quorums: of 3 memory stores, and of real backends: 3 and 5 independent databases
 // (a redis-server behind an Upstash-REST bridge each), and a mix of two databases with Azurite
 // (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently).
 import { afterAll, beforeAll, describe, inject, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
+import { memory } from "../../../src/backends/memory/index.ts";
 import { quorum } from "../../../src/backends/quorum/index.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
@@ -20,6 +21,17 @@ afterAll(async () => {
 });
 
 describe("quorum conformance", () => {
+  describe("3 memory stores, amnesia 0 (quorum 2)", () => {
+    testBackend(
+      { describe, it },
+      {
+        backend: () => quorum([memory(), memory(), memory()]),
+        ttl: 1_000,
+        prefix: "quorum-mem",
+        splitVotes: true,
+      },
+    );
+  });
   describe("3 databases, amnesia 0 (quorum 2)", () => {
     testBackend(
       { describe, it },

@@ -7,7 +7,8 @@ import { memory } from "../../../src/backends/memory/index.ts";
 import { quorum } from "../../../src/backends/quorum/index.ts";
 import { quorumSize } from "../../../src/backends/quorum/options.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
-import { BackendError, createMutex } from "../../../src/index.ts";
+import { BackendError, createMutex, runOnce } from "../../../src/index.ts";
+import { fireKey } from "../../../src/once.ts";
 import { sleep } from "../../../src/time.ts";
 import { freePort } from "../../harness/servers/azurite.ts";
 import { type FaultProxy, type ProxyRequest, startFaultProxy } from "../../harness/servers/fault-proxy.ts";
@@ -301,6 +302,137 @@ describe("quorum(): members that fail", () => {
     } finally {
       proxy.setRule(undefined);
       await slow.stop();
+    }
+  });
+});
+
+describe("quorum(): runOnce (complete, docs/DESIGN.md §17)", () => {
+  const key = (k: string) => ({ key: k, owner: "runner", nonce: crypto.randomUUID(), ttl: 60_000 });
+
+  it("records fires only when every member can, for a retain every member can keep (their ranges' intersection)", async () => {
+    const m = () => memory();
+    const all = quorum([m(), m(), m()]);
+    expect(typeof all.complete).toBe("function");
+    expect(all.retainRange).toBeUndefined();
+    const without = quorum([m(), { ...m(), complete: undefined }, m()]);
+    expect(without.complete).toBeUndefined();
+    const e = await runOnce(createMutex(without, { name: "job" }), 1, () => 1).catch(
+      (error: unknown) => error,
+    );
+    expect(e).toBeInstanceOf(TypeError);
+    expect((e as Error).message).toMatch(
+      /^\[leasehold\] runOnce: the quorum backend cannot record a completed fire/,
+    );
+    const narrow = (range: readonly [number, number]) => ({ ...m(), retainRange: range });
+    expect(quorum([narrow([1_000, 600_000]), narrow([1, 60_000]), m()]).retainRange).toEqual([1_000, 60_000]);
+    // Ranges that do not overlap: no retain suits them all, so the quorum records no fire.
+    const apart = quorum([narrow([1, 1_000]), narrow([60_000, 600_000]), m()]);
+    expect(apart.complete).toBeUndefined();
+  });
+
+  it("a record on a minority is not done: refused as running until the lease expires, then granted with a greater token", async () => {
+    const members = [memory(), memory(), memory()];
+    const q = quorum(members); // quorum 2
+    const k = await fireKey("job", "tick");
+    const a = { ...key(k), ttl: 300 };
+    const granted = await q.acquire(a);
+    expect(granted).toMatchObject({ ok: true });
+    // The runner completed on member 0 only, then crashed.
+    expect(await members[0]!.complete!({ key: k, nonce: a.nonce, retain: 60_000 })).toBe(true);
+    const late = await q.acquire(key(k));
+    expect(late.ok).toBe(false);
+    expect(late).not.toHaveProperty("done");
+    expect(late).toHaveProperty("retryAfter");
+    expect(await q.inspect({ key: k })).toMatchObject({ owner: "runner" });
+    expect((await q.inspect({ key: k }))?.done).toBeUndefined();
+    await sleep(400);
+    const next = await q.acquire(key(k));
+    expect(next.ok && granted.ok && next.token > granted.token).toBe(true);
+  });
+
+  it("a record on more than N − q members is done, though fewer than a quorum (4 members, amnesia 1: no quorum can grant the fire before it expires)", async () => {
+    const members = [memory(), memory(), memory(), memory()];
+    const q = quorum(members, { amnesia: 1 }); // quorum 3
+    const k = await fireKey("job", "tick");
+    const a = key(k);
+    const granted = await q.acquire(a);
+    if (!granted.ok) throw new Error("not granted");
+    expect(await members[1]!.complete!({ key: k, nonce: a.nonce, retain: 60_000 })).toBe(true);
+    expect(await q.acquire(key(k))).toEqual({ ok: false, retryAfter: expect.any(Number) }); // one record: running
+    expect(await members[2]!.complete!({ key: k, nonce: a.nonce, retain: 60_000 })).toBe(true);
+    expect(await q.acquire(key(k))).toEqual({ ok: false, done: { owner: "runner", token: granted.token } });
+    expect(await q.inspect({ key: k })).toMatchObject({ owner: "runner", token: granted.token, done: true });
+  });
+
+  it("done names the runner's token, the one most members' records hold, when a member whose counter was ahead recorded another", async () => {
+    const [m0, m1, ahead] = [memory(), memory(), memory()];
+    const k = await fireKey("job", "tick");
+    for (let i = 0; i < 5; i++) {
+      const r = key("job");
+      await ahead.acquire(r); // the name's counter, which its fires draw from, is 5 ahead there
+      await ahead.release(r);
+    }
+    // Members 0 and 1 decide (token 1); the ahead member's grant (6) lands late and is kept.
+    const mutex = createMutex(quorum([m0, m1, ahead]), { name: "job", owner: "runner" });
+    const ran = await runOnce(mutex, "tick", (_s, lease) => lease.token);
+    expect(ran).toMatchObject({ ran: true, value: 1, token: 1 });
+    expect(await ahead.inspect({ key: k })).toMatchObject({ owner: "runner", token: 6, done: true });
+    // Another process whose first answers are 6 and 1: it hears the third before answering.
+    const other = quorum([ahead, m0, m1]);
+    expect(await other.acquire(key(k))).toEqual({ ok: false, done: { owner: "runner", token: 1 } });
+    expect(await other.inspect({ key: k })).toMatchObject({ owner: "runner", token: 1, done: true });
+    expect(await runOnce(createMutex(other, { name: "job" }), "tick", () => 0)).toEqual({
+      ran: false,
+      reason: "done",
+      by: { owner: "runner", token: 1 },
+    });
+  });
+
+  it("a complete that reaches only a minority (two members fail it): not done, the runner is told, and a standby runs the fire with a greater token", async () => {
+    const lock = name();
+    const other = startFaultProxy(dbs[1]!.url);
+    try {
+      const members = async () => [
+        member(dbs[0]!),
+        upstash({ url: await other.client("b"), token: dbs[1]!.token }),
+        upstash({ url: await proxy.client("c"), token: dbs[3]!.token }),
+      ];
+      const mutex = async (owner: string) =>
+        createMutex(quorum(await members()), { name: lock, ttl: 4_000, owner });
+      // The COMPLETE script fails on members 1 and 2 (not applied): it reaches member 0 only.
+      const failComplete = (req: ProxyRequest) =>
+        req.body.includes("v:sub(#n)")
+          ? ({ kind: "status", status: 503, format: "html" } as const)
+          : undefined;
+      other.setRule(failComplete);
+      proxy.setRule(failComplete);
+      const tokens: number[] = [];
+      const job = (_signal: AbortSignal, lease: { token: number }) => tokens.push(lease.token);
+      const first = await runOnce(await mutex("first"), "tick", job).catch((error: unknown) => error);
+      other.setRule(undefined);
+      proxy.setRule(undefined);
+      expect(first).toBeInstanceOf(BackendError);
+      expect((first as Error).message).toMatch(
+        /complete "q-\w+:fire:tick": 1 of 3 backends answered, a quorum is 2: /,
+      );
+      const k = await fireKey(lock, "tick");
+      expect(await member(dbs[0]!).inspect({ key: k })).toMatchObject({ owner: "first", done: true });
+      // Not done: the runner's lease still holds members 1 and 2 until it expires (4 s).
+      expect(await runOnce(await mutex("late"), "tick", job)).toEqual({ ran: false, reason: "running" });
+      const standby = await runOnce(await mutex("standby"), "tick", job, { standby: true, timeout: 15_000 });
+      expect(standby.ran).toBe(true);
+      expect(tokens).toHaveLength(2);
+      expect(tokens[1]).toBeGreaterThan(tokens[0]!);
+      expect(await runOnce(await mutex("after"), "tick", job)).toEqual({
+        ran: false,
+        reason: "done",
+        by: { owner: "standby", token: tokens[1] },
+      });
+      expect(tokens).toHaveLength(2);
+    } finally {
+      other.setRule(undefined);
+      proxy.setRule(undefined);
+      await other.stop();
     }
   });
 });
