@@ -37,6 +37,13 @@ const PRELUDE = `
 declare namespace Deno {
   const env: { get(name: string): string | undefined };
   function exit(code?: number): never;
+  function cron(name: string, schedule: string, handler: () => Promise<void> | void): Promise<void>;
+  function cron(
+    name: string,
+    schedule: string,
+    options: { backoffSchedule?: number[]; signal?: AbortSignal },
+    handler: () => Promise<void> | void,
+  ): Promise<void>;
 }
 /** Cloudflare Workers: the third argument of a handler. */
 interface ExecutionContext {
