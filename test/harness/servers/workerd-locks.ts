@@ -1,5 +1,5 @@
 // A real workerd (through Miniflare) running test/harness/cloudflare/worker.ts: the LeaseholdLock
-// Durable Object, bound as LOCKS (and ExhaustedLock as EXHAUSTED), and its lockHandler route on
+// Durable Object, bound as LOCKS (and ExhaustedLock as EXHAUSTED, ListedLock as LISTED), and its lockHandler route on
 // /leasehold, listening on a free loopback port. Used by the global setup
 // (test/harness/setup/cloudflare.ts), the persistence test (with a persistence directory) and the
 // benchmarks.
@@ -48,7 +48,7 @@ export async function startLockWorker(
     modules: true,
     script: await bundleLockWorker(),
     compatibilityDate: COMPATIBILITY_DATE,
-    durableObjects: { LOCKS: "LeaseholdLock", EXHAUSTED: "ExhaustedLock" },
+    durableObjects: { LOCKS: "LeaseholdLock", EXHAUSTED: "ExhaustedLock", LISTED: "ListedLock" },
     durableObjectsPersist: options.persist ?? false,
     bindings: { LEASEHOLD_TOKEN: token },
     host: "127.0.0.1",
