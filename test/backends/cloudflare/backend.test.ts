@@ -369,7 +369,7 @@ describe("the object", () => {
     await lease.release();
   });
 
-  it("keeps the holder and the fence across a restart of workerd (persisted storage)", async () => {
+  it("keeps the holder, the fence and a fire's record across a restart of workerd (persisted storage)", async () => {
     const dir = mkdtempSync(join(tmpdir(), "leasehold-do-"));
     const token = `persist-${crypto.randomUUID()}`;
     registerSecret(token);
@@ -397,6 +397,11 @@ describe("the object", () => {
       const held = nonce();
       const s1 = await b.acquireAny!({ keys: slots, owner: "slot", nonce: held, ttl: 60_000 });
       expect(s1).toMatchObject({ ok: true, index: 0 });
+      // A fire's record (saved beside the name's own key, in the object of the name).
+      const fire = await fireKey(key, "restart");
+      const runner = nonce();
+      const f = await b.acquire({ key: fire, owner: "runner", nonce: runner, ttl: 60_000 });
+      expect(await b.complete!({ key: fire, nonce: runner, retain: 60_000 })).toBe(true);
       await worker.stop();
       worker = await startLockWorker({ token, persist: dir });
       const c = durableObject({ url: worker.url, token });
@@ -405,6 +410,10 @@ describe("the object", () => {
         token: (s1 as { token: number }).token,
       });
       expect(await c.inspect({ key: key })).toMatchObject({ owner: "after" });
+      expect(await c.acquire({ key: fire, owner: "late", nonce: nonce(), ttl: 1_000 })).toEqual({
+        ok: false,
+        done: { owner: "runner", token: (f as { token: number }).token },
+      });
       expect(await c.acquireAny!({ keys: slots, owner: "next", nonce: nonce(), ttl: 1_000 })).toMatchObject({
         ok: true,
         index: 1,
@@ -580,8 +589,13 @@ describe("a fire's record (complete, for runOnce)", () => {
     }
     expect(performance.now() - start).toBeGreaterThan(1_000);
     expect(await stored(name)).toEqual({ lock: { fence: token, lease: null } });
-    const again = await listed.acquire({ key, owner: "rerun", nonce: nonce(), ttl: 5_000 });
+    const rerun = nonce();
+    const again = await listed.acquire({ key, owner: "rerun", nonce: rerun, ttl: 5_000 });
     expect(again).toEqual({ ok: true, token: token + 1 });
+    expect(Object.keys(await stored(name))).toEqual(["lock", `lock:${key}`]);
+    // Released without a record (the job threw): nothing is left of the fire.
+    await listed.release({ key, nonce: rerun });
+    expect(await stored(name)).toEqual({ lock: { fence: token + 1, lease: null } });
   }, 30_000);
 
   it("answers done, at once, every acquireQueued waiting on the fire when its runner completes it", async () => {

@@ -6,10 +6,10 @@
 // first completed). Exactly one run per scheduledTime; the other event answers done, naming the
 // runner. On the Durable Object backend (LeaseholdLock in the same Worker) and on Upstash (the
 // shared bridge, reached from inside workerd).
-import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import { registerSecret } from "../../harness/secrets.ts";
+import { bundleWorker, COMPATIBILITY_DATE } from "../../harness/servers/workerd-locks.ts";
 
 const upstashContext = inject("upstash");
 const JOB_MS = 200;
@@ -32,23 +32,14 @@ interface Scheduled {
 let mf: Miniflare;
 
 beforeAll(async () => {
-  const out = await build({
-    entryPoints: [new URL("../../harness/cloudflare/scheduled.ts", import.meta.url).pathname],
-    bundle: true,
-    write: false,
-    format: "esm",
-    target: "es2022",
-    platform: "neutral",
-    logLevel: "error",
-  });
   registerSecret(upstashContext.token);
-  const script = out.outputFiles[0]!.text;
+  const script = await bundleWorker("scheduled.ts");
   // One Worker per store, the same script: its env says which.
   const worker = (store: Store) => ({
     name: store,
     modules: true,
     script,
-    compatibilityDate: "2025-09-01",
+    compatibilityDate: COMPATIBILITY_DATE,
     durableObjects: { LOCKS: "LeaseholdLock" },
     kvNamespaces: ["RESULTS"],
     bindings: {

@@ -7,21 +7,27 @@ import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 
 /** A recent date (fetch's `cache: "no-store"`, current Durable Object behaviour). */
-const COMPATIBILITY_DATE = "2025-09-01";
+export const COMPATIBILITY_DATE = "2025-09-01";
 
 let bundled: Promise<string> | undefined;
 
-/** The worker as one ES module. */
-export function bundleLockWorker(): Promise<string> {
-  bundled ??= build({
-    entryPoints: [new URL("../cloudflare/worker.ts", import.meta.url).pathname],
+/** A Worker of test/harness/cloudflare/ (`file`) as one ES module, built from the sources. */
+export async function bundleWorker(file: string): Promise<string> {
+  const out = await build({
+    entryPoints: [new URL(`../cloudflare/${file}`, import.meta.url).pathname],
     bundle: true,
     write: false,
     format: "esm",
     target: "es2022",
     platform: "neutral",
     logLevel: "error",
-  }).then((out) => out.outputFiles[0]!.text);
+  });
+  return out.outputFiles[0]!.text;
+}
+
+/** The worker as one ES module. */
+export function bundleLockWorker(): Promise<string> {
+  bundled ??= bundleWorker("worker.ts");
   return bundled;
 }
 
