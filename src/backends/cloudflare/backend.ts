@@ -70,9 +70,10 @@ export function checkToken(token: unknown, option: string): asserts token is str
  * `acquire()` waits in line: first come, first served, woken on release.
  *
  * @param target The namespace binding (`env.LOCKS`), or `{ url, token, fetch? }`.
- * @returns A backend named `"cloudflare"` with `acquireQueued`, and `acquireAny` and `releaseAny` (a
+ * @returns A backend named `"cloudflare"` with `acquireQueued`, `acquireAny` and `releaseAny` (a
  *   semaphore's acquire, and the give-back of one that got no answer, are one request whatever its
- *   limit).
+ *   limit), `raiseFence`, and `complete` (runOnce: a fire's record, in the object of its mutex's
+ *   name).
  * @throws {TypeError} When `target` is neither, the URL is not http(s), or the token is shorter
  *   than 16 characters or not a header value. The token is never part of a message.
  *
@@ -148,9 +149,12 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     if (status === EXHAUSTED && refusal?.exhausted === true && (r.op === "acquire" || r.op === "acquireAny"))
       throw fenceExhausted(NAME, typeof refusal.key === "string" ? refusal.key : "key" in r ? r.key : r.name);
     if (status !== 200) {
-      const error =
+      let error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
-      throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 200)}` : ""}`, {
+      // An object (or route) from before runOnce does not know the request: say what to do.
+      if (status === 400 && r.op === "complete" && !error.includes("complete"))
+        error = `the Worker's LeaseholdLock or lockHandler predates complete (runOnce); deploy this leasehold version to the Worker (${error})`;
+      throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 300)}` : ""}`, {
         backend: NAME,
         status,
         retryable: retryableStatus(status),
@@ -166,8 +170,12 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     // A token past the safe range (an object from before MAX_RAISE) is passed on: the core
     // refuses it as an exhausted fence counter, non-retryable, and gives the lock back.
     if (r?.ok === true && Number.isInteger(r.token) && r.token > 0) return { ok: true, token: r.token };
-    if (r?.ok === false && typeof r.retryAfter === "number" && r.retryAfter >= 0)
+    if (r?.ok === false && "retryAfter" in r && typeof r.retryAfter === "number" && r.retryAfter >= 0)
       return { ok: false, retryAfter: r.retryAfter };
+    // A completed fire's record (runOnce).
+    const done = r?.ok === false && "done" in r ? r.done : undefined;
+    if (typeof done?.owner === "string" && Number.isSafeInteger(done.token) && done.token > 0)
+      return { ok: false, done: { owner: done.owner, token: done.token } };
     throw malformed(r);
   }
 
@@ -201,7 +209,8 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
         for (const [index, key] of keys.entries()) {
           const r = acquired(await call({ op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl) }, signal));
           if (r.ok) return { ok: true, token: r.token, index };
-          retryAfter = Math.min(retryAfter ?? r.retryAfter!, r.retryAfter!);
+          // A completed fire's record counts as taken, with no time to wait for.
+          if (r.retryAfter !== undefined) retryAfter = Math.min(retryAfter ?? r.retryAfter, r.retryAfter);
         }
         return retryAfter === undefined ? { ok: false } : { ok: false, retryAfter };
       }
@@ -249,7 +258,13 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       if (h === null) return null;
       if (typeof h?.owner !== "string" || !Number.isSafeInteger(h.token) || typeof h.ttlLeft !== "number")
         throw malformed(r);
-      return { owner: h.owner, token: h.token, ttlLeft: h.ttlLeft, waiters: r.waiters };
+      const info: HolderInfo = { owner: h.owner, token: h.token, ttlLeft: h.ttlLeft, waiters: r.waiters };
+      return h.done === true ? { ...info, done: true } : info;
+    },
+    async complete({ key, nonce, retain, signal }) {
+      const r = await call({ op: "complete", key, nonce, retain }, signal);
+      if (typeof r?.ok !== "boolean") throw malformed(r);
+      return r.ok;
     },
   };
 }

@@ -2,13 +2,15 @@
 // (The wire format is in protocol.ts, the route in handler.ts.)
 // LeaseholdLock: the Durable Object that holds one lock, or all the slots of one semaphore. Typed
 // structurally, so this file loads on every runtime; workerd constructs it with its real state object.
-import { slotKey, slotOf } from "../../slots.ts";
+import { counterOf, slotKey } from "../../slots.ts";
 import {
+  type Done,
   EXHAUSTED,
   json,
   KEEP_PLACE_MS,
   type LockRequest,
   MAX_HOLD_MS,
+  objectName,
   parseRequest,
   type Replies,
   readRequest,
@@ -20,6 +22,8 @@ export interface DurableObjectStorageLike {
   list(options: { prefix: string }): Promise<Map<string, unknown>>;
   /** Stores `value` at `key`. */
   put(key: string, value: unknown): Promise<void>;
+  /** Deletes the entry at `key` (a fire's, once its record expired). */
+  delete(key: string): Promise<boolean>;
   /** Sets the object's alarm to `scheduledTime` (epoch ms). */
   setAlarm(scheduledTime: number): Promise<void>;
 }
@@ -33,17 +37,27 @@ export interface DurableObjectStateLike {
 }
 
 /**
- * What is kept in storage for each lock: the fence counter and the lease, without its expiry time.
- * Under "lock" for the object's own key (the name it was made for), under "lock:<key>" for a slot
- * key of the semaphore of that name (`name:permit:<slot>`).
+ * What is kept in storage for each lock: the fence counter, the lease without its expiry time, and
+ * the record of a completed fire (`complete`, for runOnce) with the time it ends on this object's
+ * clock. Under "lock" for the object's own key (the name it was made for), under "lock:<key>" for
+ * a slot key of the semaphore of that name (`name:permit:<slot>`) and for the key of a fire of the
+ * mutex of that name (`name:fire:<id>`). A fire's key has no fence of its own (0): its tokens come
+ * from the object's own key's counter (src/slots.ts `counterOf`), so its entry is deleted once it
+ * holds neither a lease nor a record.
  */
 interface Saved {
   fence: number;
   lease: { nonce: string; owner: string; token: number; ttl: number } | null;
+  done?: DoneRecord;
+}
+
+/** A completed fire's record: who ran it, and when it ends (Date.now() on this object). */
+interface DoneRecord extends Done {
+  until: number;
 }
 
 /** Where a lock's state is stored in its object (see {@link Saved}). */
-const storageKey = (key: string): string => (slotOf(key) ? `lock:${key}` : "lock");
+const storageKey = (key: string): string => (objectName(key) === key ? "lock" : `lock:${key}`);
 
 interface Held {
   nonce: string;
@@ -63,8 +77,11 @@ class Exhausted {
   constructor(readonly key?: string) {}
 }
 
+/** The lock whose fence counter `lock` draws its tokens from. */
+const counter = (lock: Lock): Lock => lock.shares ?? lock;
+
 /** Whether `lock` can grant no more: its next token would pass Number.MAX_SAFE_INTEGER. */
-const exhausted = (lock: Lock): boolean => lock.fence >= Number.MAX_SAFE_INTEGER;
+const exhausted = (lock: Lock): boolean => counter(lock).fence >= Number.MAX_SAFE_INTEGER;
 
 interface Waiter {
   id: string;
@@ -79,12 +96,18 @@ interface Waiter {
   keepUntil: number;
 }
 
-/** One lock of the object: its fence, its lease and its line of waiters. */
+/** One lock of the object: its fence, its lease (or a fire's record) and its line of waiters. */
 interface Lock {
   /** Its storage key. */
   at: string;
   fence: number;
+  /** The lock whose fence its tokens come from: for a fire's key, the object's own key; else none (itself). */
+  shares?: Lock;
   lease: Held | null;
+  /** The record of a completed fire, while it lasts (then the lock is free, with no lease). */
+  done: DoneRecord | null;
+  /** How many requests use it now: a fire's lock is dropped from memory only when none does. */
+  busy: number;
   /** Waiters, oldest first. In memory: a restart drops them (they come back with their next request). */
   line: Waiter[];
   /** The timer at the next moment its line can move. */
@@ -108,6 +131,10 @@ interface Lock {
  *   (at most 30 s, and as long as the caller asks) and answered with the lease as soon as the
  *   lock is released or expires; a waiter keeps its place for 1 s between two requests, and a
  *   lock freed in that gap is reserved for it for that long;
+ * - a fire of runOnce (`name:fire:<id>`) is held by the object of its mutex's name and draws its
+ *   tokens from that name's fence counter; `complete` turns its lease into a record (owner, token,
+ *   end) that refuses every acquire, and answers everyone in line, with `done` until `retain`
+ *   ends, when the alarm deletes it: a fire leaves nothing behind;
  * - a `raise` sets a token of at most 2^52 (`MAX_RAISE`), so requests cannot exhaust a fence; a
  *   counter that reached Number.MAX_SAFE_INTEGER all the same (raised there before that bound)
  *   grants nothing more: an acquire that would be granted (and each waiter in line, when the
@@ -135,9 +162,10 @@ export class LeaseholdLock {
       const saved = await this.#storage.list({ prefix: "lock" });
       const now = Date.now();
       for (const [at, value] of saved) {
-        const { fence, lease } = value as Saved;
+        const { fence, lease, done } = value as Saved;
         const lock = this.#lockAt(at);
         lock.fence = fence;
+        lock.done = done ?? null;
         // Its expiry time died with the old instance: count it as renewed now (only later, never earlier).
         if (lease) lock.lease = { ...lease, until: now + lease.ttl };
       }
@@ -172,19 +200,35 @@ export class LeaseholdLock {
     const now = Date.now();
     for (const lock of this.#locks.values()) this.#serve(lock, now);
     await this.#commit();
+    this.#sweep();
   }
 
   /**
-   * The lock stored under `at`. Never dropped from memory (a request may hold it across an await):
-   * an object holds one key and at most the slots of one semaphore.
+   * The lock stored under `at`. The object's own key and a semaphore's slots stay in memory; a
+   * fire's lock is dropped by {@link #sweep} once it is idle.
    */
   #lockAt(at: string): Lock {
     let lock = this.#locks.get(at);
     if (!lock) {
-      lock = { at, fence: 0, lease: null, line: [], timer: undefined };
+      const key = at.slice("lock:".length);
+      const fire = at !== "lock" && counterOf(key) !== key;
+      lock = { at, fence: 0, lease: null, done: null, busy: 0, line: [], timer: undefined };
+      if (fire) lock.shares = this.#lockAt("lock");
       this.#locks.set(at, lock);
     }
     return lock;
+  }
+
+  /**
+   * Drops from memory each fire's lock that holds nothing (no lease, no record, nobody in line)
+   * and that no request uses (one may hold it across an await): what a fire leaves behind is its
+   * record, for `retain`, and nothing after it. Its storage entry was deleted by the commit.
+   */
+  #sweep(): void {
+    for (const [at, lock] of this.#locks) {
+      if (!lock.shares || lock.lease || lock.done || lock.line.length > 0) continue;
+      if (lock.busy === 0 && !this.#dirty.has(lock)) this.#locks.delete(at);
+    }
   }
 
   /** Runs one operation; every change is saved before its answer (and the answers it unblocked). */
@@ -192,15 +236,21 @@ export class LeaseholdLock {
     const now = Date.now();
     const keys = "slots" in r ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
     const locks = keys.map((key) => this.#lockAt(storageKey(key)));
-    for (const lock of locks) this.#serve(lock, now);
-    await this.#commit();
-    const reply = await (r.op === "acquireAny"
-      ? this.#acquireAny(r, locks, now)
-      : r.op === "releaseAny"
-        ? this.#releaseAny(r, locks, now)
-        : this.#apply(r, locks[0]!, now));
-    await this.#commit();
-    return reply;
+    for (const lock of locks) lock.busy++;
+    try {
+      for (const lock of locks) this.#serve(lock, now);
+      await this.#commit();
+      const reply = await (r.op === "acquireAny"
+        ? this.#acquireAny(r, locks, now)
+        : r.op === "releaseAny"
+          ? this.#releaseAny(r, locks, now)
+          : this.#apply(r, locks[0]!, now));
+      await this.#commit();
+      return reply;
+    } finally {
+      for (const lock of locks) lock.busy--;
+      this.#sweep();
+    }
   }
 
   #apply(
@@ -238,14 +288,31 @@ export class LeaseholdLock {
         const ok = lease?.nonce === r.nonce;
         if (ok) {
           lease.token = Math.max(lease.token, r.token);
-          lock.fence = Math.max(lock.fence, r.token);
+          const fence = counter(lock);
+          fence.fence = Math.max(fence.fence, r.token);
           this.#dirty.add(lock);
+          this.#dirty.add(fence);
         }
         return { ok } satisfies Replies["raise"];
       }
-      case "inspect": {
+      case "complete": {
+        // runOnce: the holder's lease becomes the fire's record, which frees the lock; the fence
+        // counter is untouched. Those in line are answered done by #serve once it is saved.
         const lease = lock.lease;
-        const holder = lease && { owner: lease.owner, token: lease.token, ttlLeft: lease.until - now };
+        const ok = lease?.nonce === r.nonce;
+        if (ok) {
+          lock.lease = null;
+          lock.done = { owner: lease.owner, token: lease.token, until: now + r.retain };
+          this.#dirty.add(lock);
+          this.#serve(lock, now);
+        }
+        return { ok } satisfies Replies["complete"];
+      }
+      case "inspect": {
+        const { lease, done } = lock;
+        const holder = lease
+          ? { owner: lease.owner, token: lease.token, ttlLeft: lease.until - now }
+          : done && { owner: done.owner, token: done.token, ttlLeft: done.until - now, done: true as const };
         return { holder, waiters: lock.line.length } satisfies Replies["inspect"];
       }
     }
@@ -256,7 +323,9 @@ export class LeaseholdLock {
     r: Extract<LockRequest, { op: "acquire" }>,
     now: number,
   ): Replies["acquire"] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
-    const lease = lock.lease;
+    const { lease, done } = lock;
+    // A completed fire: not free before its record ends, so nobody waits for it.
+    if (done) return { ok: false, done: { owner: done.owner, token: done.token } };
     if (lease?.nonce === r.nonce) {
       // A retried acquire: the same token, extended.
       this.#extend(lock, lease, r.ttl, now);
@@ -301,7 +370,12 @@ export class LeaseholdLock {
   ): Replies["acquireAny"] | Exhausted {
     let retryAfter = Number.POSITIVE_INFINITY;
     for (const [index, lock] of locks.entries()) {
-      const lease = lock.lease;
+      const { lease, done } = lock;
+      if (done) {
+        // A completed fire's record counts as taken, until it ends.
+        retryAfter = Math.min(retryAfter, done.until - now);
+        continue;
+      }
       if (lease?.nonce === r.nonce) {
         this.#extend(lock, lease, r.ttl, now);
         return { ok: true, token: lease.token, index };
@@ -344,11 +418,16 @@ export class LeaseholdLock {
     this.#schedule(lock);
   }
 
-  /** A new lease for `r`, with the next token; saved (with an alarm at its expiry) by the next commit. */
+  /**
+   * A new lease for `r`, with the next token of its counter; saved (with an alarm at its expiry)
+   * by the next commit.
+   */
   #grant(lock: Lock, r: { nonce: string; owner: string; ttl: number }, now: number): number {
-    const token = ++lock.fence;
+    const fence = counter(lock);
+    const token = ++fence.fence;
     lock.lease = { nonce: r.nonce, owner: r.owner, token, ttl: r.ttl, until: now + r.ttl };
     this.#dirty.add(lock);
+    this.#dirty.add(fence);
     return token;
   }
 
@@ -368,13 +447,22 @@ export class LeaseholdLock {
   }
 
   /**
-   * Brings `lock` to `now`: frees an expired lease, drops waiters that lost their place, and
-   * hands a free lock to the oldest waiter whose request is held (its answer waits for the save).
+   * Brings `lock` to `now`: frees an expired lease, ends an expired record, answers everyone in
+   * line done while a record lasts, drops waiters that lost their place, and hands a free lock to
+   * the oldest waiter whose request is held (each answer waits for the save).
    */
   #serve(lock: Lock, now: number): void {
     if (lock.lease && lock.lease.until <= now) {
       lock.lease = null;
       this.#dirty.add(lock);
+    }
+    if (lock.done && lock.done.until <= now) {
+      lock.done = null;
+      this.#dirty.add(lock);
+    }
+    if (lock.done) {
+      const { owner, token } = lock.done;
+      for (const w of lock.line.splice(0)) this.#answer(lock, w, { ok: false, done: { owner, token } }, true);
     }
     for (;;) {
       lock.line = lock.line.filter((w) => w.held || w.keepUntil > now);
@@ -419,17 +507,27 @@ export class LeaseholdLock {
     if (this.#dirty.size > 0 || this.#alarmAt === undefined) {
       const writes: Promise<void>[] = [];
       for (const lock of this.#dirty) {
-        const lease = lock.lease;
+        const { lease, done } = lock;
+        if (lock.shares && !lease && !done) {
+          // A fire's lock holding nothing: no fence of its own to keep.
+          writes.push(this.#storage.delete(lock.at).then(() => {}));
+          continue;
+        }
         const saved: Saved = {
           fence: lock.fence,
           lease: lease && { nonce: lease.nonce, owner: lease.owner, token: lease.token, ttl: lease.ttl },
+          ...(done ? { done } : {}),
         };
         writes.push(this.#storage.put(lock.at, saved));
       }
       this.#dirty.clear();
-      // One pending alarm at or before the earliest expiry is enough: it re-arms when it fires.
+      // One pending alarm at or before the earliest expiry (a lease's or a record's) is enough:
+      // it re-arms when it fires.
       let next = Number.POSITIVE_INFINITY;
-      for (const lock of this.#locks.values()) if (lock.lease) next = Math.min(next, lock.lease.until);
+      for (const lock of this.#locks.values()) {
+        if (lock.lease) next = Math.min(next, lock.lease.until);
+        if (lock.done) next = Math.min(next, lock.done.until);
+      }
       if (next !== Number.POSITIVE_INFINITY && !(this.#alarmAt !== undefined && this.#alarmAt <= next)) {
         this.#alarmAt = next;
         writes.push(this.#storage.setAlarm(next));

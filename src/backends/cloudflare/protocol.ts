@@ -1,7 +1,8 @@
 // The wire format between the backend, the Worker route and the Durable Object: one JSON
 // request per operation, checked the same way on both sides of the route, and which object
 // serves it (objectName).
-import { MAX_LIMIT, slotKey, slotOf } from "../../slots.ts";
+import { counterOf, MAX_LIMIT, slotKey, slotOf } from "../../slots.ts";
+import { MAX_DELAY } from "../../time.ts";
 import { readBody } from "../shared/http.ts";
 
 /** The backend's name in errors, and the prefix of option errors. */
@@ -45,19 +46,32 @@ export type LockRequest =
   | { op: "release"; key: string; nonce: string }
   | { op: "inspect"; key: string }
   | { op: "raise"; key: string; nonce: string; token: number }
+  | { op: "complete"; key: string; nonce: string; retain: number }
   | { op: "acquireAny"; name: string; slots: number[]; owner: string; nonce: string; ttl: number }
   | { op: "releaseAny"; name: string; slots: number[]; nonce: string };
 
+/** Who completed a fire: the runner's owner and token (`complete`, for runOnce). */
+export interface Done {
+  owner: string;
+  token: number;
+}
+
 /** What the object answers to each operation (HTTP 200, JSON). */
 export interface Replies {
-  acquire: { ok: true; token: number } | { ok: false; retryAfter: number };
+  /** `done`: the key holds the record of a completed fire (no retryAfter: it is not freed soon). */
+  acquire: { ok: true; token: number } | { ok: false; retryAfter: number } | { ok: false; done: Done };
   /** `index`: the position in `slots` of the slot taken. */
   acquireAny: { ok: true; token: number; index: number } | { ok: false; retryAfter: number };
   renew: { ok: boolean };
   release: { ok: true };
   raise: { ok: boolean };
+  complete: { ok: boolean };
   releaseAny: { ok: true };
-  inspect: { holder: { owner: string; token: number; ttlLeft: number } | null; waiters: number };
+  /** `done`: the holder is the record of a completed fire (`ttlLeft`: of the record). */
+  inspect: {
+    holder: { owner: string; token: number; ttlLeft: number; done?: true } | null;
+    waiters: number;
+  };
 }
 
 const str = (v: unknown, max: number): v is string => typeof v === "string" && v !== "" && v.length <= max;
@@ -109,8 +123,12 @@ export function parseRequest(body: string): LockRequest | string {
       return nonce && ms(r.token) && (r.token as number) > 0 && (r.token as number) <= MAX_RAISE
         ? (r as LockRequest)
         : `raise needs nonce and a token from 1 to ${MAX_RAISE} (2^52)`;
+    case "complete":
+      return nonce && ms(r.retain) && (r.retain as number) > 0 && (r.retain as number) <= MAX_DELAY
+        ? (r as LockRequest)
+        : `complete needs nonce and a retain from 1 to ${MAX_DELAY} ms`;
     default:
-      return "op must be acquire, acquireAny, renew, release, releaseAny, inspect or raise";
+      return "op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise or complete";
   }
 }
 
@@ -134,11 +152,13 @@ export async function readRequest(request: Request): Promise<string | undefined>
 
 /**
  * The name of the object that holds `key` (`namespace.idFromName(objectName(key))`): the key
- * itself, except for a semaphore's slot key (src/slots.ts `slotOf`: `name:permit:<slot>`), held by the object of the
- * semaphore's `name` with every other slot of it, so that one request can take any free one.
+ * itself, except for a semaphore's slot key (src/slots.ts `slotOf`: `name:permit:<slot>`), held by
+ * the object of the semaphore's `name` with every other slot of it, so that one request can take
+ * any free one, and a fire's key (`name:fire:<id>`, runOnce), held by the object of its mutex's
+ * name (src/slots.ts `counterOf`), whose fence counter its tokens come from (docs/DESIGN.md §17).
  */
 export function objectName(key: string): string {
-  return slotOf(key)?.name ?? key;
+  return slotOf(key)?.name ?? counterOf(key);
 }
 
 /** The object that serves request `r`. */

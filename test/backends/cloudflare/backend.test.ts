@@ -10,6 +10,7 @@ import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject, lockHandler } from "../../../src/backends/cloudflare/index.ts";
 import { KEEP_PLACE_MS, MAX_RAISE, MAX_REQUEST_BYTES } from "../../../src/backends/cloudflare/protocol.ts";
 import { BackendError, createMutex, createSemaphore, isLockError } from "../../../src/index.ts";
+import { fireKey } from "../../../src/once.ts";
 import { slotKey } from "../../../src/slots.ts";
 import { EXHAUSTED_SEMAPHORE } from "../../harness/cloudflare/exhausted.ts";
 import { thrown } from "../../harness/doubles.ts";
@@ -185,7 +186,7 @@ describe("the route", () => {
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
     expect(error.message).toMatch(
-      /op must be acquire, acquireAny, renew, release, releaseAny, inspect or raise/,
+      /op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise or complete/,
     );
   });
 
@@ -368,7 +369,7 @@ describe("the object", () => {
     await lease.release();
   });
 
-  it("keeps the holder and the fence across a restart of workerd (persisted storage)", async () => {
+  it("keeps the holder, the fence and a fire's record across a restart of workerd (persisted storage)", async () => {
     const dir = mkdtempSync(join(tmpdir(), "leasehold-do-"));
     const token = `persist-${crypto.randomUUID()}`;
     registerSecret(token);
@@ -396,6 +397,11 @@ describe("the object", () => {
       const held = nonce();
       const s1 = await b.acquireAny!({ keys: slots, owner: "slot", nonce: held, ttl: 60_000 });
       expect(s1).toMatchObject({ ok: true, index: 0 });
+      // A fire's record (saved beside the name's own key, in the object of the name).
+      const fire = await fireKey(key, "restart");
+      const runner = nonce();
+      const f = await b.acquire({ key: fire, owner: "runner", nonce: runner, ttl: 60_000 });
+      expect(await b.complete!({ key: fire, nonce: runner, retain: 60_000 })).toBe(true);
       await worker.stop();
       worker = await startLockWorker({ token, persist: dir });
       const c = durableObject({ url: worker.url, token });
@@ -404,6 +410,10 @@ describe("the object", () => {
         token: (s1 as { token: number }).token,
       });
       expect(await c.inspect({ key: key })).toMatchObject({ owner: "after" });
+      expect(await c.acquire({ key: fire, owner: "late", nonce: nonce(), ttl: 1_000 })).toEqual({
+        ok: false,
+        done: { owner: "runner", token: (f as { token: number }).token },
+      });
       expect(await c.acquireAny!({ keys: slots, owner: "next", nonce: nonce(), ttl: 1_000 })).toMatchObject({
         ok: true,
         index: 1,
@@ -531,6 +541,137 @@ describe("a semaphore: all its slots in the object of its name, acquireAny in on
     expect(full.ok === false && full.retryAfter).toBeGreaterThan(4_000);
     expect(full.ok === false && full.retryAfter).toBeLessThanOrEqual(5_000);
     await backend.release({ key: keys[1]!, nonce: n });
+  });
+});
+
+describe("a fire's record (complete, for runOnce)", () => {
+  /** The route over ListedLock (test/harness/cloudflare/listed.ts), whose storage a GET lists. */
+  const listed = durableObject({ url: `${ctx.origin}/listed`, token: ctx.token });
+  const stored = async (name: string) =>
+    (await (await fetch(`${ctx.origin}/listed/${encodeURIComponent(name)}`)).json()) as Record<
+      string,
+      unknown
+    >;
+
+  it("lives in the object of its mutex's name, draws its token from the name's counter, and leaves nothing once retain ends (deleted by the alarm, no request needed)", async () => {
+    const name = unique();
+    const key = await fireKey(name, 1_764_000_000_000);
+    const plain = nonce();
+    const p = await listed.acquire({ key: name, owner: "plain", nonce: plain, ttl: 5_000 });
+    await listed.release({ key: name, nonce: plain });
+    const runner = nonce();
+    const r = await listed.acquire({ key, owner: "runner", nonce: runner, ttl: 5_000 });
+    expect(p.ok && r.ok && r.token).toBe((p as { token: number }).token + 1);
+    expect(await listed.complete!({ key, nonce: runner, retain: 1_500 })).toBe(true);
+    const token = (r as { token: number }).token;
+    expect(await stored(name)).toEqual({
+      lock: { fence: token, lease: null },
+      [`lock:${key}`]: { fence: 0, lease: null, done: { owner: "runner", token, until: expect.any(Number) } },
+    });
+    expect(await stored(key)).toEqual({});
+    expect(await listed.acquire({ key, owner: "late", nonce: nonce(), ttl: 5_000 })).toEqual({
+      ok: false,
+      done: { owner: "runner", token },
+    });
+    expect(await listed.inspect({ key })).toEqual({
+      owner: "runner",
+      token,
+      ttlLeft: expect.any(Number),
+      waiters: 0,
+      done: true,
+    });
+    expect(await listed.raiseFence!({ key, owner: "runner", nonce: runner, token: token + 10 })).toBe(false);
+    // Nothing is sent to the lock from here: the object's alarm ends the record.
+    const start = performance.now();
+    while (Object.keys(await stored(name)).length > 1) {
+      expect(performance.now() - start).toBeLessThan(15_000);
+      await sleep(100);
+    }
+    expect(performance.now() - start).toBeGreaterThan(1_000);
+    expect(await stored(name)).toEqual({ lock: { fence: token, lease: null } });
+    const rerun = nonce();
+    const again = await listed.acquire({ key, owner: "rerun", nonce: rerun, ttl: 5_000 });
+    expect(again).toEqual({ ok: true, token: token + 1 });
+    expect(Object.keys(await stored(name))).toEqual(["lock", `lock:${key}`]);
+    // Released without a record (the job threw): nothing is left of the fire.
+    await listed.release({ key, nonce: rerun });
+    expect(await stored(name)).toEqual({ lock: { fence: token + 1, lease: null } });
+  }, 30_000);
+
+  it("answers done, at once, every acquireQueued waiting on the fire when its runner completes it", async () => {
+    const key = await fireKey(unique(), "2026-11-24");
+    const runner = nonce();
+    const r = await backend.acquire({ key, owner: "runner", nonce: runner, ttl: 30_000 });
+    expect(r.ok).toBe(true);
+    const waiting = [1, 2].map((i) =>
+      backend.acquireQueued!({
+        key,
+        owner: `w${i}`,
+        nonce: nonce(),
+        ttl: 5_000,
+        waiter: `w${i}`,
+        hold: 20_000,
+      }),
+    );
+    let info = await backend.inspect({ key });
+    for (let i = 0; i < 100 && info?.waiters !== 2; i++)
+      info = await sleep(10).then(() => backend.inspect({ key }));
+    expect(info?.waiters).toBe(2);
+    const completed = performance.now();
+    expect(await backend.complete!({ key, nonce: runner, retain: 60_000 })).toBe(true);
+    const done = { ok: false, done: { owner: "runner", token: (r as { token: number }).token } };
+    expect(await Promise.all(waiting)).toEqual([done, done]);
+    expect(performance.now() - completed).toBeLessThan(5_000);
+    // A new waiter is not put in line: it is answered done at once too.
+    expect(
+      await backend.acquireQueued!({
+        key,
+        owner: "w3",
+        nonce: nonce(),
+        ttl: 5_000,
+        waiter: "w3",
+        hold: 20_000,
+      }),
+    ).toEqual(done);
+    expect((await backend.inspect({ key }))?.waiters).toBe(0);
+  }, 30_000);
+
+  it("a semaphore's acquireAny counts a slot holding a record as taken", async () => {
+    const name = unique();
+    const keys = [0, 1].map((slot) => slotKey(name, slot));
+    const first = nonce();
+    expect(await backend.acquireAny!({ keys, owner: "a", nonce: first, ttl: 5_000 })).toMatchObject({
+      index: 0,
+    });
+    expect(await backend.complete!({ key: keys[0]!, nonce: first, retain: 60_000 })).toBe(true);
+    const second = nonce();
+    expect(await backend.acquireAny!({ keys, owner: "b", nonce: second, ttl: 5_000 })).toMatchObject({
+      ok: true,
+      index: 1,
+    });
+    const full = await backend.acquireAny!({ keys, owner: "c", nonce: nonce(), ttl: 5_000 });
+    expect(full.ok === false && full.retryAfter).toBeGreaterThan(4_000);
+    expect(full.ok === false && full.retryAfter).toBeLessThanOrEqual(5_000);
+    await backend.release({ key: keys[1]!, nonce: second });
+  });
+
+  it("an object or route from before complete: a clear, non-retryable error naming what to deploy", async () => {
+    // A double of an older Worker (its 400 answer, word for word): one cannot be started here.
+    const old = durableObject({
+      url: ctx.url,
+      token: ctx.token,
+      fetch: async () =>
+        new Response(
+          JSON.stringify({
+            error: "op must be acquire, acquireAny, renew, release, releaseAny, inspect or raise",
+          }),
+          { status: 400 },
+        ),
+    });
+    const error = await old.complete!({ key: "k", nonce: nonce(), retain: 1_000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ retryable: false, status: 400 });
+    expect((error as Error).message).toContain("predates complete (runOnce)");
   });
 });
 

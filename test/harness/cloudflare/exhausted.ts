@@ -27,6 +27,7 @@ export class ExhaustedLock extends LeaseholdLock {
             return saved;
           },
           put: (key, value) => storage.put(key, value),
+          delete: (key) => storage.delete(key),
           setAlarm: (time) => storage.setAlarm(time),
         },
       },

@@ -9,7 +9,9 @@
 // - /object/<name>: the request passed on as it came, its body still streaming, to the object of
 //   that name (lockHandler sends the object only a body it has read): the object's own body cap;
 // - /exhausted: lockHandler over ExhaustedLock (exhausted.ts, bound as EXHAUSTED), whose objects
-//   start with fence counters one below Number.MAX_SAFE_INTEGER.
+//   start with fence counters one below Number.MAX_SAFE_INTEGER;
+// - /listed: lockHandler over ListedLock (listed.ts, bound as LISTED), and /listed/<name> every
+//   entry the object of that name stores.
 // Built from the sources by esbuild (target es2022 lowers `await using`).
 
 import type { DurableObjectNamespaceLike } from "../../../src/backends/cloudflare/index.ts";
@@ -19,10 +21,12 @@ import { conformanceChecks } from "../../../src/testing/index.ts";
 
 export { LeaseholdLock } from "../../../src/backends/cloudflare/index.ts";
 export { ExhaustedLock } from "./exhausted.ts";
+export { ListedLock } from "./listed.ts";
 
 interface Env {
   LOCKS: DurableObjectNamespaceLike;
   EXHAUSTED: DurableObjectNamespaceLike;
+  LISTED: DurableObjectNamespaceLike;
   LEASEHOLD_TOKEN: string;
 }
 
@@ -89,6 +93,12 @@ export default {
     if (url.pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
     if (url.pathname === "/exhausted")
       return lockHandler(env.EXHAUSTED, { token: env.LEASEHOLD_TOKEN })(request);
+    if (url.pathname === "/listed") return lockHandler(env.LISTED, { token: env.LEASEHOLD_TOKEN })(request);
+    const listed = /^\/listed\/(.+)$/.exec(url.pathname);
+    if (listed) {
+      const id = env.LISTED.idFromName(decodeURIComponent(listed[1]!)) as never;
+      return env.LISTED.get(id).fetch("https://leasehold.internal/", { method: "GET", headers: {} }) as never;
+    }
     if (url.pathname === "/semaphore")
       return Response.json(await semaphoreRequests(env, Number(url.searchParams.get("limit"))));
     const object = /^\/object\/(.+)$/.exec(url.pathname);

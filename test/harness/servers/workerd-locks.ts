@@ -1,5 +1,5 @@
 // A real workerd (through Miniflare) running test/harness/cloudflare/worker.ts: the LeaseholdLock
-// Durable Object, bound as LOCKS (and ExhaustedLock as EXHAUSTED), and its lockHandler route on
+// Durable Object, bound as LOCKS (and ExhaustedLock as EXHAUSTED, ListedLock as LISTED), and its lockHandler route on
 // /leasehold, listening on a free loopback port. Used by the global setup
 // (test/harness/setup/cloudflare.ts), the persistence test (with a persistence directory) and the
 // benchmarks.
@@ -7,21 +7,27 @@ import { build } from "esbuild";
 import { Miniflare } from "miniflare";
 
 /** A recent date (fetch's `cache: "no-store"`, current Durable Object behaviour). */
-const COMPATIBILITY_DATE = "2025-09-01";
+export const COMPATIBILITY_DATE = "2025-09-01";
 
 let bundled: Promise<string> | undefined;
 
-/** The worker as one ES module. */
-export function bundleLockWorker(): Promise<string> {
-  bundled ??= build({
-    entryPoints: [new URL("../cloudflare/worker.ts", import.meta.url).pathname],
+/** A Worker of test/harness/cloudflare/ (`file`) as one ES module, built from the sources. */
+export async function bundleWorker(file: string): Promise<string> {
+  const out = await build({
+    entryPoints: [new URL(`../cloudflare/${file}`, import.meta.url).pathname],
     bundle: true,
     write: false,
     format: "esm",
     target: "es2022",
     platform: "neutral",
     logLevel: "error",
-  }).then((out) => out.outputFiles[0]!.text);
+  });
+  return out.outputFiles[0]!.text;
+}
+
+/** The worker as one ES module. */
+export function bundleLockWorker(): Promise<string> {
+  bundled ??= bundleWorker("worker.ts");
   return bundled;
 }
 
@@ -48,7 +54,7 @@ export async function startLockWorker(
     modules: true,
     script: await bundleLockWorker(),
     compatibilityDate: COMPATIBILITY_DATE,
-    durableObjects: { LOCKS: "LeaseholdLock", EXHAUSTED: "ExhaustedLock" },
+    durableObjects: { LOCKS: "LeaseholdLock", EXHAUSTED: "ExhaustedLock", LISTED: "ListedLock" },
     durableObjectsPersist: options.persist ?? false,
     bindings: { LEASEHOLD_TOKEN: token },
     host: "127.0.0.1",
