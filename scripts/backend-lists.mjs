@@ -23,12 +23,18 @@ const RUNTIMES = { node: "Node", bun: "Bun", deno: "Deno", workerd: "Workers" };
 /** Where a backend runs, in words. */
 const where = (row) => row.where ?? row.runtimes.map((r) => RUNTIMES[r]).join(", ");
 
-/** The entries that are no backend, for the install table: the core first, the suite last. */
+/** The entries that are no backend, for the install table: the core first, then the node-cron adapter and the suite. */
 const CORE = {
   spec: "leasehold",
-  description: "the core: `createMutex`, `createSemaphore`, `createElection`, errors, types",
+  description: "the core: `createMutex`, `createSemaphore`, `createElection`, `runOnce`, errors, types",
   where: "Node, Bun, Deno, Workers",
   docs: ["API", "docs/api.md"],
+};
+const NODE_CRON = {
+  spec: "leasehold/node-cron",
+  description: "node-cron 4.6's run coordinator on `runOnce`: each fire once across processes",
+  where: "where node-cron runs (tested: Node)",
+  docs: ["recipes", "docs/recipes-once.md"],
 };
 const TESTING = {
   spec: "leasehold/testing",
@@ -48,6 +54,7 @@ const LISTS = {
         where: where(row),
         docs: [row.name, docsOf(row)],
       })),
+      NODE_CRON,
       TESTING,
     ];
     const rows = entries.map((e) => [`\`${e.spec}\``, e.description, e.where, link(from, ...e.docs)]);
