@@ -29,7 +29,7 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
   [
     "0",
     ["exec"],
-    "--once: the fire is already done, here or elsewhere, within --retain; the command did not run (stderr says who ran it, unless --quiet)",
+    "with --once, the fire is already done, here or elsewhere, within --retain; the command did not run (stderr says who ran it, unless --quiet)",
   ],
   ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],
   ["0", ["status"], "held or free"],
@@ -42,12 +42,12 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
   [
     `${EXIT.taken}`,
     ["exec"],
-    "the lock is taken (without --wait), or --timeout passed; --once: the fire runs elsewhere (without --standby)",
+    "the lock is taken (without --wait), or --timeout passed; with --once, the fire runs elsewhere (without --standby)",
   ],
   [
     `${EXIT.lost}`,
     ["exec"],
-    "the lease was lost while the command ran; the command was stopped (--once: or it exited 0 but the fire could not be recorded as done, so it may run again)",
+    "the lease was lost while the command ran; the command was stopped (with --once, also: it exited 0 but the fire could not be recorded as done, so it may run again)",
   ],
   [`${EXIT.cannotRun}`, RUNS, "the command could not be run"],
   [`${EXIT.notFound}`, RUNS, "the command was not found"],
@@ -105,7 +105,7 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
   "--every": {
     arg: "MS",
     in: ["exec"],
-    help: "With --once: the fire is the tick of this period nearest to now (epoch ms rounded to a multiple of MS), for a scheduler that gives no fire time; every host must start within MS/2 of the tick.",
+    help: "With --once: the fire is the tick of this period nearest to now (epoch ms rounded to a multiple of MS), for a scheduler that gives no fire time; every host must start within MS/2 of the tick. 1 ms to 365 days.",
   },
   "--standby": {
     in: ["exec"],
@@ -207,6 +207,7 @@ ${options(COMMON_FLAGS)}
 
 const INTRO: Record<CommandName, string> = {
   exec: `leasehold exec --name N [options] -- command [args...]
+leasehold exec --once (--fire ID | --every MS) --name N [options] -- command [args...]
 
 Runs the command while holding the lock, like flock(1) across hosts: takes the lock, runs the
 command (stdio inherited, in its own process group) while the lease renews in the background,
@@ -282,6 +283,8 @@ export const HELP: Record<"main" | CommandName, string> = {
 
 Usage:
   leasehold exec   --name N [options] -- command [args...]   run a command while holding the lock
+  leasehold exec   --once (--fire ID | --every MS) --name N [options] -- command [args...]
+                                                             run a command once per fire across hosts
   leasehold lead   --name N [options] -- command [args...]   keep a command running while leading
   leasehold status --name N [--json]                         print who holds the lock
 
