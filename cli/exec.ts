@@ -99,7 +99,9 @@ async function once(o: Options, options: Once, backend: Backend): Promise<number
     if (error instanceof CommandExited) return error.status;
     if (succeeded) {
       // The command succeeded, but its fire is not recorded as done: it may run again.
-      say(`the command succeeded but ${what} could not be recorded as done: ${messageOf(error)}`);
+      say(
+        `the command succeeded but ${what} could not be recorded as done, so it may run again: ${messageOf(error)}`,
+      );
       return error instanceof LeaseLostError ? EXIT.lost : EXIT.unavailable;
     }
     if (

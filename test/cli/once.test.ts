@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { nearestTick } from "../../src/index.ts";
-import { cli, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
+import { cli, sdk, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
@@ -100,6 +100,30 @@ describe("leasehold exec --once", { timeout: 60_000 }, () => {
     expect(await late.status).toBe(0);
     expect(late.stderr).toMatch(/is already done/);
     expect(lines(runs)).toEqual(["failed", "retried"]);
+  });
+
+  it("a command that succeeded on a lease lost before the record: exit 76, and the fire stays runnable", async () => {
+    const name = unique("unrecorded");
+    const runs = file("runs");
+    const gate = file("gate");
+    // A long ttl: the first renewal, which would notice the loss first, is 20 s away.
+    const first = sh(
+      ["exec", "--once", "--fire", "f2", "--name", name, "--ttl", "60000"],
+      `echo first >> ${runs}; echo started; while [ ! -e ${gate} ]; do sleep 0.05; done`,
+    );
+    await first.printed("started");
+    const fireKey = `leasehold:{${name}}:fire:f2`; // the upstash backend's key of the fire's lock
+    expect(await sdk.del(fireKey)).toBe(1); // behind the runner's back
+    writeFileSync(gate, "");
+    expect(await first.status).toBe(76);
+    expect(first.stderr).toMatch(
+      new RegExp(
+        `the command succeeded but fire f2 of "${name}" could not be recorded as done, so it may run again: .*lost`,
+      ),
+    );
+    const again = sh(["exec", "--once", "--fire", "f2", "--name", name], `echo again >> ${runs}`);
+    expect(await again.status).toBe(0);
+    expect(lines(runs)).toEqual(["first", "again"]);
   });
 
   it("--every names the tick nearest to now, the same for two calls and for --fire with its epoch ms", async () => {
