@@ -59,7 +59,7 @@ describe("leasehold exec --once", { timeout: 60_000 }, () => {
     expect(lines(runs).slice(1)).toEqual(["NEXT"]);
   });
 
-  it("a fire running elsewhere: exit 75 at once with its holder; --standby waits and exits 0 once it is done, without running", async () => {
+  it("a fire running elsewhere: exit 75 at once with its holder (--standby --timeout: 75 after it); --standby waits and exits 0 once it is done, without running", async () => {
     const name = unique("running");
     const runs = file("runs");
     const gate = file("gate");
@@ -72,6 +72,14 @@ describe("leasehold exec --once", { timeout: 60_000 }, () => {
     const standby = sh(
       ["exec", "--once", "--fire", "f1", "--name", name, "--standby", "--retry-delay", "100"],
       `echo STANDBY-RAN >> ${runs}`,
+    );
+    const bounded = sh(
+      ["exec", "--once", "--fire", "f1", "--name", name, "--standby", "--timeout", "1000"],
+      `echo BOUNDED-RAN >> ${runs}`,
+    );
+    expect(await bounded.status).toBe(75);
+    expect(bounded.stderr).toMatch(
+      new RegExp(`fire f1 of "${name}" is still running elsewhere after 1000 ms; not running the command`),
     );
     expect(await busy.status).toBe(75);
     expect(busy.stderr).toMatch(
