@@ -19,12 +19,30 @@ export interface Options {
   timeout?: number;
   /** exec: a semaphore of this many permits instead of a mutex. */
   limit?: number;
+  /** exec --once: the fire (`--fire`'s id as given, or `--every`'s period), `--standby`, `--retain`. */
+  once?: Once;
   quiet: boolean;
   json: boolean;
   /** What happens to processes the command leaves in its group when it exits: wait for them, or stop them. */
   children: "wait" | "kill";
   argv: string[];
 }
+
+/** exec --once's fire and how to take it. */
+export interface Once {
+  /** `--fire`: the fire's id, a string as given. */
+  fire?: string;
+  /** `--every`: the period whose tick nearest to now is the fire, ms. */
+  every?: number;
+  standby: boolean;
+  retain?: number;
+}
+
+/** The longest `--every`: 365 days. */
+const YEAR = 31_536_000_000;
+
+/** The flags that only mean something with `--once`. */
+const ONCE_ONLY = ["--fire", "--every", "--standby", "--retain"] as const;
 
 function ms(flag: string, text: string): number {
   if (!/^\d+$/.test(text))
@@ -118,5 +136,46 @@ export function parse(args: readonly string[]): Options | { help: string } {
     options.limit = Number(limit);
   }
   if (grace !== undefined) options.grace = grace;
+  if (values.has("--once")) options.once = once(values, num, options);
+  else {
+    const stray = ONCE_ONLY.find((f) => values.has(f));
+    if (stray !== undefined)
+      throw new UsageError(
+        `${stray} needs --once: leasehold exec --once (--fire ID | --every MS) [--standby] [--retain MS]`,
+      );
+  }
   return options;
+}
+
+/** `--once`'s options: exactly one of `--fire` and `--every`; `--limit` and `--wait` do not apply. */
+function once(
+  values: Map<string, string | true>,
+  num: (flag: string) => number | undefined,
+  o: Options,
+): Once {
+  const fire = values.get("--fire") as string | undefined;
+  const every = num("--every");
+  if ((fire === undefined) === (every === undefined)) {
+    throw new UsageError(
+      `--once needs exactly one of --fire ID (the fire's id, the same on every host) or --every MS (the tick of that period nearest to now), got ${fire === undefined ? "neither" : "both"}`,
+    );
+  }
+  if (every !== undefined && !(every >= 1 && every <= YEAR))
+    throw new UsageError(`--every must be a whole number of ms from 1 to ${YEAR} (365 days), got ${every}`);
+  if (o.limit !== undefined)
+    throw new UsageError("--limit cannot be used with --once: a fire runs once, not N at a time");
+  const standby = values.has("--standby");
+  if (values.has("--wait"))
+    throw new UsageError(
+      "--wait is not an option of exec --once: --standby waits while the fire runs elsewhere",
+    );
+  if (o.timeout !== undefined && !standby)
+    throw new UsageError("--timeout with --once needs --standby: it bounds the standby's wait");
+  o.wait = standby;
+  const retain = num("--retain");
+  return {
+    ...(fire === undefined ? { every: every! } : { fire }),
+    standby,
+    ...(retain === undefined ? {} : { retain }),
+  };
 }

@@ -13,7 +13,7 @@ export const EXIT = {
   usage: 2,
   /** The backend failed or could not be reached. */
   unavailable: 69,
-  /** exec: the lock is taken (without --wait), or --timeout passed while waiting. */
+  /** exec: the lock is taken (without --wait), or --timeout passed while waiting; --once: the fire runs elsewhere. */
   taken: 75,
   /** exec: the lease was lost while the command ran; the command was stopped. */
   lost: 76,
@@ -26,6 +26,11 @@ export const EXIT = {
 /** What each exit status means, per command: the help and docs/cli.md list these. */
 const STATUSES: readonly (readonly [status: string, commands: readonly CommandName[], meaning: string])[] = [
   ["0-255", ["exec"], "the command's own status (128+n when it was killed by signal n)"],
+  [
+    "0",
+    ["exec"],
+    "with --once, the fire is already done, here or elsewhere, within --retain; the command did not run (stderr says who ran it, unless --quiet)",
+  ],
   ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],
   ["0", ["status"], "held or free"],
   [`${EXIT.usage}`, ALL, "usage or configuration error (missing variables, bad option, credentials refused)"],
@@ -34,8 +39,16 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
     ALL,
     "the backend failed or could not be reached (exec: also when a wait ended so)",
   ],
-  [`${EXIT.taken}`, ["exec"], "the lock is taken (without --wait), or --timeout passed"],
-  [`${EXIT.lost}`, ["exec"], "the lease was lost while the command ran; the command was stopped"],
+  [
+    `${EXIT.taken}`,
+    ["exec"],
+    "the lock is taken (without --wait), or --timeout passed; with --once, the fire runs elsewhere (without --standby)",
+  ],
+  [
+    `${EXIT.lost}`,
+    ["exec"],
+    "the lease was lost while the command ran; the command was stopped (with --once, also: it exited 0 but the fire could not be recorded as done, so it may run again)",
+  ],
   [`${EXIT.cannotRun}`, RUNS, "the command could not be run"],
   [`${EXIT.notFound}`, RUNS, "the command was not found"],
 ];
@@ -73,12 +86,36 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
   "--timeout": {
     arg: "MS",
     in: ["exec"],
-    help: "Wait at most MS ms (implies --wait), then exit 75 (69 when the backend was failing); 0 makes one attempt.",
+    help: "Wait at most MS ms (implies --wait; with --once, bounds --standby's wait), then exit 75 (69 when the backend was failing); 0 makes one attempt.",
   },
   "--quiet": {
     alias: "-q",
     in: ["exec"],
-    help: "Print nothing when the lock is taken (cron mails any output).",
+    help: "Print nothing when the lock is taken, or with --once when the fire is done or runs elsewhere (cron mails any output).",
+  },
+  "--once": {
+    in: ["exec"],
+    help: "Run the command once per fire across hosts: the first to take the fire runs it; when it exits 0 the fire is recorded as done for --retain ms, and every later call of that fire exits 0 without running it. A non-zero exit leaves the fire to run again. Needs --fire or --every.",
+  },
+  "--fire": {
+    arg: "ID",
+    in: ["exec"],
+    help: "With --once: the fire, as every host names it; a string taken as given: a date (2026-11-24), a scheduler's fire time (\"$SCHEDULED_TIME\"; epoch ms names the same fire as runOnce's number), an idempotency key. 1-128 characters, no control characters.",
+  },
+  "--every": {
+    arg: "MS",
+    in: ["exec"],
+    help: "With --once: the fire is the tick of this period nearest to now (epoch ms rounded to a multiple of MS), for a scheduler that gives no fire time; every host must start within MS/2 of the tick. 1 ms to 365 days.",
+  },
+  "--standby": {
+    in: ["exec"],
+    help: "With --once: when the fire runs elsewhere, wait until it is done (exit 0) or its runner's lease is lost (then run it here, with a greater token) instead of exiting 75.",
+  },
+  "--retain": {
+    arg: "MS",
+    in: ["exec"],
+    help: "With --once: how long the record of a completed fire lasts (1-2147483647); keep it longer than the spread of the hosts' fires.",
+    default: "86400000 (24 h)",
   },
   "--ttl": {
     arg: "MS",
@@ -170,6 +207,7 @@ ${options(COMMON_FLAGS)}
 
 const INTRO: Record<CommandName, string> = {
   exec: `leasehold exec --name N [options] -- command [args...]
+leasehold exec --once (--fire ID | --every MS) --name N [options] -- command [args...]
 
 Runs the command while holding the lock, like flock(1) across hosts: takes the lock, runs the
 command (stdio inherited, in its own process group) while the lease renews in the background,
@@ -191,7 +229,15 @@ environment.
 
 With --limit N, up to N copies run at once across hosts (a semaphore: N permits, each an
 ordinary lock named N:permit:<slot>); "taken" then means all N permits are held, and the command
-also gets LEASEHOLD_SLOT (0 to N-1; the token increases per slot).`,
+also gets LEASEHOLD_SLOT (0 to N-1; the token increases per slot).
+
+With --once (and --fire ID or --every MS) the command runs once per fire across hosts, under a
+lease on the fire's own lock (stopped on lease loss as above): when it exits 0 the fire is
+recorded as done for --retain ms, and every call of that fire within it exits 0 at once without
+running it (stderr says who ran it). A non-zero exit (or a lost lease) records nothing: a
+--standby or the next call runs the fire again, and leasehold exits with the command's status.
+A fire running elsewhere exits 75, or with --standby is waited for. The command also gets
+LEASEHOLD_FIRE (the fire's id; LEASEHOLD_NAME is --name).`,
   lead: `leasehold lead --name N [options] -- command [args...]
 
 Active/passive: campaigns for leadership of the lock and runs the command while this process
@@ -237,6 +283,8 @@ export const HELP: Record<"main" | CommandName, string> = {
 
 Usage:
   leasehold exec   --name N [options] -- command [args...]   run a command while holding the lock
+  leasehold exec   --once (--fire ID | --every MS) --name N [options] -- command [args...]
+                                                             run a command once per fire across hosts
   leasehold lead   --name N [options] -- command [args...]   keep a command running while leading
   leasehold status --name N [--json]                         print who holds the lock
 

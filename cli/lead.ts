@@ -6,14 +6,7 @@ import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
 import { backendFailed, mutexFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
-import { ended, onSignals, statusOf, supervise } from "./supervise.ts";
-
-/** The command of a `lead` term ended on its own. */
-class CommandExited extends Error {
-  constructor(readonly status: number) {
-    super(`the command exited with status ${status}`);
-  }
-}
+import { CommandExited, ended, onSignals, statusOf, supervise } from "./supervise.ts";
 
 export async function lead(o: Options, backend: Backend): Promise<number> {
   const { mutex, grace, beat } = mutexFor(o, backend);

@@ -38,14 +38,27 @@ export interface Command {
   readonly killed: boolean;
 }
 
+/** The command ended on its own with a status (lead: the term ends; exec --once: not recorded). */
+export class CommandExited extends Error {
+  constructor(readonly status: number) {
+    super(`the command exited with status ${status}`);
+  }
+}
+
 /**
  * Starts `argv` under a watchdog process that holds `lease`'s deadline: heartbeats from here move
  * it forward while the lease is valid; if they stop (this process killed or frozen) or the IPC
  * channel closes, the watchdog stops the command's group before the lease can expire on the
  * backend. This process also signals the group itself, so a frozen watchdog cannot keep a
- * command alive either.
+ * command alive either. `env`: variables the command gets besides the lease's (childEnv).
  */
-export function supervise(argv: string[], lease: Lease, grace: number, beat: number): Command {
+export function supervise(
+  argv: string[],
+  lease: Lease,
+  grace: number,
+  beat: number,
+  env: Record<string, string> = {},
+): Command {
   let pgid: number | undefined;
   let killed = false;
   let stopping: Promise<void> | undefined;
@@ -56,7 +69,7 @@ export function supervise(argv: string[], lease: Lease, grace: number, beat: num
   const [program, args] = watchdogCommand();
   const watchdog = spawn(program, args, {
     stdio: ["inherit", "inherit", "inherit", "ipc"],
-    env: childEnv(lease),
+    env: { ...childEnv(lease), ...env },
   });
   watchdog.on("error", () => {});
   const send = (message: ToWatchdog): void => {

@@ -36,9 +36,19 @@ describe("leasehold --help and usage errors", () => {
       "15000",
       " 75 ",
       " 76 ",
+      "--once",
+      "--fire ID",
+      "--every MS",
+      "--standby",
+      "--retain MS",
+      "86400000",
+      "LEASEHOLD_FIRE",
     ]) {
       expect(exec).toContain(flag);
     }
+    // exec --once's "already done" status, in the one table every help shows.
+    for (const text of [main, exec])
+      expect(text).toMatch(/ 0 +(exec: )?with --once, the fire is already done/);
     for (const flag of ["--ttl", "--grace", "--retry-delay", "--owner", "SIGTERM"])
       expect(lead).toContain(flag);
     expect(status).toContain("--json");

@@ -8,7 +8,7 @@ const az = inject("azurite");
 
 describe("other runtimes and backends", () => {
   it.each(["bun", "deno"] as const)(
-    "runs on %s: status, and exec passing the status through",
+    "runs on %s: status, exec passing the status through, exec --once running a fire once",
     async (runtime) => {
       const name = unique(runtime);
       const status = cli(["status", "--name", name], { runtime });
@@ -19,6 +19,16 @@ describe("other runtimes and backends", () => {
       });
       expect(await exec.status, exec.stderr).toBe(7);
       expect(exec.stdout).toMatch(/^token \d+\n$/);
+      // exec --once: the fire runs once; the next call finds it done and exits 0 without running.
+      const once = () =>
+        sh(["exec", "--once", "--fire", "f", "--name", name], 'echo "ran $LEASEHOLD_FIRE"', { runtime });
+      const ran = once();
+      expect(await ran.status, ran.stderr).toBe(0);
+      expect(ran.stdout).toBe("ran f\n");
+      const again = once();
+      expect(await again.status, again.stderr).toBe(0);
+      expect(again.stdout).toBe("");
+      expect(again.stderr).toMatch(/is already done by/);
       const none = cli(["status", "--name", name], { runtime, env: bare });
       expect(await none.status).toBe(2);
       expect(none.stderr).toMatch(/UPSTASH_REDIS_REST_URL/);
