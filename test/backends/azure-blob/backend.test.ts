@@ -23,6 +23,8 @@ import {
   type TokenCredentialLike,
 } from "../../../src/backends/azure-blob/index.ts";
 import { createMutex } from "../../../src/index.ts";
+import { fireKey } from "../../../src/once.ts";
+import { sleep } from "../../../src/time.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import {
@@ -1255,5 +1257,202 @@ describe("azure-blob on Azurite", () => {
         expect(c.log).toEqual([]);
       }
     });
+  });
+});
+
+describe("azure-blob: a fire's record (complete, for runOnce)", () => {
+  /** The blobs of `container`, by name. */
+  const blobs = async (container: string): Promise<string[]> => {
+    const names: string[] = [];
+    for await (const b of sdk.getContainerClient(container).listBlobsFlat()) names.push(b.name);
+    return names.sort();
+  };
+
+  it("draws a fire's token from its mutex name's counter, records it, and answers done, in the stated requests", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const b = keyed(container, { fetch: c.fetch });
+    const late = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "1");
+    const plain = nonce();
+    expect(await b.acquire({ key: "job", owner: "plain", nonce: plain, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await b.release({ key: "job", nonce: plain });
+    const first = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: first, ttl })).toEqual({ ok: true, token: 2 });
+    await b.release({ key, nonce: first });
+    c.take();
+
+    // A run: lease + HEAD of the fire's blob, the name's sequence number (no lease), then the
+    // fire's owner and token under its lease: 4 requests in 3 round trips.
+    const id = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 3 });
+    const run = c.log.splice(0);
+    expect(
+      run
+        .map((r) => `${r.method} ${r.kind} ${decodeURIComponent(new URL(r.url).pathname).split("/").at(-1)}`)
+        .sort(),
+    ).toEqual([`HEAD blob ${key}`, `PUT lease ${key}`, `PUT metadata ${key}`, "PUT properties job"].sort());
+    expect(run.find((r) => r.kind === "properties")!.headers["x-ms-lease-id"]).toBeUndefined();
+    expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 3 });
+    c.take();
+
+    // complete: the record under the lease, then the release beside the sweep's listing.
+    expect(await b.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    const ended = c.take();
+    expect(ended[0]).toBe("PUT metadata");
+    expect(ended.slice(1).sort()).toEqual(["GET list", "PUT lease"]);
+    const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+    expect(props.leaseState).toBe("available");
+    expect(props.metadata).toEqual({ owner: "runner", fence: "3", done: "60000" });
+
+    // A late instance: lease + HEAD (one round trip) answer done; the lease it took goes back.
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 3 },
+    });
+    expect((await c.takeWhen(3)).sort()).toEqual(["HEAD blob", "PUT lease", "PUT lease"]);
+    // While someone holds the record's lease for a moment: the lease is refused, the HEAD answers.
+    const sdkLease = sdk.getContainerClient(container).getBlobClient(key).getBlobLeaseClient();
+    await vi.waitFor(() => sdkLease.acquireLease(15), { timeout: 5_000 });
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 3 },
+    });
+    expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]);
+    await sdkLease.releaseLease();
+
+    const seen = await late.inspect({ key });
+    expect(seen).toMatchObject({ owner: "runner", token: 3, done: true });
+    expect(seen!.ttlLeft).toBeGreaterThan(50_000);
+    expect(seen!.ttlLeft).toBeLessThanOrEqual(61_000);
+    expect(await b.renew({ key, nonce: id, ttl })).toBe(false);
+    expect(await b.raiseFence!({ key, owner: "runner", nonce: id, token: 10 })).toBe(false);
+    expect(await b.complete!({ key, nonce: id, retain: 60_000 })).toBe(false);
+    await b.release({ key, nonce: id });
+    expect((await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).ok).toBe(false);
+    // The name's next plain lease draws above the fire's token.
+    const after = await b.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl });
+    expect(after).toEqual({ ok: true, token: 4 });
+  });
+
+  it("starts no fire while a lease on its mutex name is held, and gives the fire's lease back", async () => {
+    const container = await newContainer();
+    const b = keyed(container);
+    const key = await fireKey("job", "held");
+    const plain = nonce();
+    const held = await b.acquire({ key: "job", owner: "plain", nonce: plain, ttl });
+    expect(held).toEqual({ ok: true, token: 1 });
+    expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl })).toEqual({ ok: false });
+    const blob = sdk.getContainerClient(container).getBlobClient(key);
+    await vi.waitFor(async () => expect((await blob.getProperties()).leaseState).toBe("available"), {
+      timeout: 5_000,
+    });
+    await b.release({ key: "job", nonce: plain });
+    expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl })).toEqual({ ok: true, token: 2 });
+  });
+
+  it("draws from a block blob name's fence metadata, keeping its owner, on a page-blob backend", async () => {
+    const container = await newContainer();
+    const block = keyed(container, { blobType: "block" });
+    const page = keyed(container);
+    const key = await fireKey("job", "1");
+    const a = nonce();
+    expect(await block.acquire({ key: "job", owner: "plain", nonce: a, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await block.release({ key: "job", nonce: a });
+    const f = nonce();
+    expect(await page.acquire({ key, owner: "runner", nonce: f, ttl })).toEqual({ ok: true, token: 2 });
+    expect(await page.complete!({ key, nonce: f, retain: 60_000 })).toBe(true);
+    const name = await sdk.getContainerClient(container).getBlobClient("job").getProperties();
+    expect(name.blobType).toBe("BlockBlob");
+    expect(name.metadata).toEqual({ owner: "plain", fence: "2" });
+    expect(await block.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl })).toEqual({
+      ok: true,
+      token: 3,
+    });
+  });
+
+  it("complete on another instance of the backend (nothing remembered) reads the blob first", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const runner = keyed(container);
+    const other = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "x");
+    const id = nonce();
+    const got = await runner.acquire({ key, owner: "runner", nonce: id, ttl });
+    expect(got).toEqual({ ok: true, token: 1 });
+    expect(await other.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    const sent = c.take();
+    expect(sent.slice(0, 2)).toEqual(["HEAD blob", "PUT metadata"]);
+    expect(sent.slice(2).sort()).toEqual(["GET list", "PUT lease"]);
+    expect(await runner.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 1 },
+    });
+  });
+
+  it("never overwrites a record written between a late instance's HEAD and its lease", async () => {
+    const container = await newContainer();
+    const runner = keyed(container);
+    const key = await fireKey("job", "race");
+    const id = nonce();
+    expect(await runner.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+    // The late instance's lease request waits (in its fetch) until its HEAD answered and the
+    // runner completed: the HEAD saw no record, the lease is granted after the record.
+    let headDone = false;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const late = keyed(container, {
+      fetch: async (url, init) => {
+        const isLease = new URL(url).searchParams.get("comp") === "lease";
+        if (isLease && init.headers["x-ms-lease-action"] === "acquire") await gate;
+        const r = await fetch(url, init);
+        if (init.method === "HEAD") headDone = true;
+        return r;
+      },
+    });
+    const answer = late.acquire({ key, owner: "late", nonce: nonce(), ttl });
+    await vi.waitFor(() => expect(headDone).toBe(true), { timeout: 5_000 });
+    expect(await runner.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    open();
+    expect(await answer).toEqual({ ok: false, done: { owner: "runner", token: 1 } });
+    const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+    expect(props.metadata).toEqual({ owner: "runner", fence: "1", done: "60000" });
+  });
+
+  it("complete deletes its name's fire blobs that hold nothing: expired records and released fires", async () => {
+    const container = await newContainer();
+    const b = keyed(container, { prefix: "p/" });
+    const take = async (key: string, end: "release" | "keep" | number) => {
+      const id = nonce();
+      const r = await b.acquire({ key, owner: "o", nonce: id, ttl });
+      expect(r.ok).toBe(true);
+      if (end === "release") await b.release({ key, nonce: id });
+      else if (end !== "keep") expect(await b.complete!({ key, nonce: id, retain: end })).toBe(true);
+    };
+    const [expired, released, live, held, next] = await Promise.all(
+      ["expired", "released", "live", "held", "next"].map((id) => fireKey("job", id)),
+    );
+    await take(expired!, 1);
+    await take(released!, "release");
+    await take(live!, 60_000);
+    await take(held!, "keep");
+    await take("job:firefly", "release"); // a mutex whose name only looks alike
+    await take(await fireKey("jobs", "1"), "release"); // another name's fire
+    // The expired record ends 1 s (HTTP dates' resolution) + 1 ms after its write, by the server's clock.
+    await sleep(2_500);
+    await take(next!, 60_000);
+    expect(await blobs(container)).toEqual(
+      ["job", "job:firefly", held!, live!, next!, "jobs", await fireKey("jobs", "1")]
+        .map((k) => `p/${k}`)
+        .sort(),
+    );
   });
 });
