@@ -506,6 +506,18 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       const path = pathOf(key);
       const ownerValue = encodeOwner(owner);
       const fire = counterOf(key) !== key;
+      if (fire) {
+        // A fire's blob is read first: a late instance's "done" (or a running fire's refusal) is
+        // then one request; a new fire's blob is made before its lease is asked for.
+        const r = await head(path, signal);
+        if (r.status === 404) await create(key, path, errorCode(r), signal);
+        else if (r.status !== 200) throw httpError("acquire", key, r);
+        else {
+          const seen = blobState(r, true, true)!;
+          if (seen.done !== undefined) return doneOf(seen);
+          if (seen.leased) return { ok: false };
+        }
+      }
       let state: BlobState | undefined;
       for (let attempt = 0; ; attempt++) {
         // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the

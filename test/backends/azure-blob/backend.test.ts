@@ -1280,23 +1280,39 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
       token: 1,
     });
     await b.release({ key: "job", nonce: plain });
+    c.take();
+    /** The requests sent since the last call, as `METHOD kind blob`. */
+    const sent = () =>
+      c.log
+        .splice(0)
+        .map((r) => `${r.method} ${r.kind} ${decodeURIComponent(new URL(r.url).pathname).split("/").at(-1)}`);
+
+    // A new fire: a HEAD (404), its blob made, lease + HEAD, the name's sequence number (no
+    // lease), then the fire's owner and token under its lease: 6 requests in 5 round trips.
     const first = nonce();
     expect(await b.acquire({ key, owner: "runner", nonce: first, ttl })).toEqual({ ok: true, token: 2 });
+    const made = sent();
+    expect(made.slice(0, 2)).toEqual([`HEAD blob ${key}`, `PUT blob ${key}`]);
+    expect(made.slice(2, 4).sort()).toEqual([`HEAD blob ${key}`, `PUT lease ${key}`]);
+    expect(made.slice(4)).toEqual(["PUT properties job", `PUT metadata ${key}`]);
+    expect(c.log.length).toBe(0);
     await b.release({ key, nonce: first });
     c.take();
 
-    // A run: lease + HEAD of the fire's blob, the name's sequence number (no lease), then the
-    // fire's owner and token under its lease: 4 requests in 3 round trips.
+    // A fire whose blob is there (a rerun): 5 requests in 4 round trips.
     const id = nonce();
     expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 3 });
     const run = c.log.splice(0);
-    expect(
-      run
-        .map((r) => `${r.method} ${r.kind} ${decodeURIComponent(new URL(r.url).pathname).split("/").at(-1)}`)
-        .sort(),
-    ).toEqual([`HEAD blob ${key}`, `PUT lease ${key}`, `PUT metadata ${key}`, "PUT properties job"].sort());
+    expect(run.map((r) => r.kind)).toEqual([
+      "blob",
+      ...(run[1]!.kind === "lease" ? ["lease", "blob"] : ["blob", "lease"]),
+      "properties",
+      "metadata",
+    ]);
     expect(run.find((r) => r.kind === "properties")!.headers["x-ms-lease-id"]).toBeUndefined();
     expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 3 });
+    // A contender while it runs: one HEAD.
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({ ok: false });
     c.take();
 
     // complete: the record under the lease, then the release beside the sweep's listing.
@@ -1308,21 +1324,35 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     expect(props.leaseState).toBe("available");
     expect(props.metadata).toEqual({ owner: "runner", fence: "3", done: "60000" });
 
-    // A late instance: lease + HEAD (one round trip) answer done; the lease it took goes back.
+    // A late instance: one HEAD answers done, also while someone holds the record's lease.
     expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
       ok: false,
       done: { owner: "runner", token: 3 },
     });
-    expect((await c.takeWhen(3)).sort()).toEqual(["HEAD blob", "PUT lease", "PUT lease"]);
-    // While someone holds the record's lease for a moment: the lease is refused, the HEAD answers.
+    expect(c.take()).toEqual(["HEAD blob"]);
     const sdkLease = sdk.getContainerClient(container).getBlobClient(key).getBlobLeaseClient();
-    await vi.waitFor(() => sdkLease.acquireLease(15), { timeout: 5_000 });
+    await sdkLease.acquireLease(15);
     expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
       ok: false,
       done: { owner: "runner", token: 3 },
     });
-    expect(c.take().sort()).toEqual(["HEAD blob", "PUT lease"]);
+    expect(c.take()).toEqual(["HEAD blob"]);
     await sdkLease.releaseLease();
+
+    // A record on a plain key (complete on any key, as the contract says): a refused lease waits
+    // for the HEAD beside it, which tells the record (its lease held for a moment) from a holder.
+    const p = nonce();
+    const got = await b.acquire({ key: "plain", owner: "runner", nonce: p, ttl });
+    expect(await b.complete!({ key: "plain", nonce: p, retain: 60_000 })).toBe(true);
+    const plainLease = sdk.getContainerClient(container).getBlobClient("plain").getBlobLeaseClient();
+    await plainLease.acquireLease(15);
+    c.take();
+    expect(await late.acquire({ key: "plain", owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: got.ok ? got.token : 0 },
+    });
+    expect((await c.takeWhen(2)).sort()).toEqual(["HEAD blob", "PUT lease"]);
+    await plainLease.releaseLease();
 
     const seen = await late.inspect({ key });
     expect(seen).toMatchObject({ owner: "runner", token: 3, done: true });
@@ -1400,11 +1430,16 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     const container = await newContainer();
     const runner = keyed(container);
     const key = await fireKey("job", "race");
-    const id = nonce();
-    expect(await runner.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
-    // The late instance's lease request waits (in its fetch) until its HEAD answered and the
-    // runner completed: the HEAD saw no record, the lease is granted after the record.
-    let headDone = false;
+    const released = nonce();
+    expect(await runner.acquire({ key, owner: "runner", nonce: released, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await runner.release({ key, nonce: released });
+    // The late instance's lease request waits (in its fetch) until both its HEADs answered (the
+    // fire free, no record) and the runner took the fire and completed it: the lease is granted
+    // after the record, the HEAD beside it saw none.
+    let heads = 0;
     let open: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
       open = resolve;
@@ -1414,17 +1449,19 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
         const isLease = new URL(url).searchParams.get("comp") === "lease";
         if (isLease && init.headers["x-ms-lease-action"] === "acquire") await gate;
         const r = await fetch(url, init);
-        if (init.method === "HEAD") headDone = true;
+        if (init.method === "HEAD") heads++;
         return r;
       },
     });
     const answer = late.acquire({ key, owner: "late", nonce: nonce(), ttl });
-    await vi.waitFor(() => expect(headDone).toBe(true), { timeout: 5_000 });
+    await vi.waitFor(() => expect(heads).toBe(2), { timeout: 5_000 });
+    const id = nonce();
+    expect(await runner.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 2 });
     expect(await runner.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
     open();
-    expect(await answer).toEqual({ ok: false, done: { owner: "runner", token: 1 } });
+    expect(await answer).toEqual({ ok: false, done: { owner: "runner", token: 2 } });
     const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
-    expect(props.metadata).toEqual({ owner: "runner", fence: "1", done: "60000" });
+    expect(props.metadata).toEqual({ owner: "runner", fence: "2", done: "60000" });
   });
 
   it("complete deletes its name's fire blobs that hold nothing: expired records and released fires", async () => {
