@@ -16,6 +16,12 @@
  *
  * Either way an acquire costs two round trips; renew and release cost one, `inspect` one HEAD.
  *
+ * A fire of runOnce (`complete`, docs/DESIGN.md §17) is a blob of its own whose token is drawn from
+ * its mutex name's blob (its counter, without its lease) and kept in its metadata with the owner;
+ * its record is that metadata with `done` (the retain) added, written under its lease, which then
+ * goes back: it lasts from the write's Last-Modified by the server's clock. Completions delete the
+ * name's fire blobs that hold nothing any more.
+ *
  * @module
  */
 import type { AcquireRefused, AcquireResult, Backend, HolderInfo } from "../../backend.ts";
@@ -92,7 +98,11 @@ const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionN
  * changed (the owner write goes with the fence); a block blob 3. Plus the container and the blob
  * the first time, and one more round trip each for a HEAD and the writes again when another
  * holder changed the blob between our HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
- * A contended acquire does not report the holder or a `retryAfter`.
+ * A contended acquire does not report the holder or a `retryAfter`. A fire's key: a late instance's
+ * "done" and a running fire's refusal 1 HEAD; a run 5 RT (6 requests) for a new fire, 4 (5) for
+ * one whose blob is there; `complete` 2 RT (3 requests: the record, then the release beside a
+ * List of the name's fire blobs) plus one DELETE per blob swept. A fire cannot start while a lease
+ * on its mutex's name is held (Azure lets only the lease's holder write the counter).
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
  * credential forms, an option that does not go with the form given (such as `accountName` beside
