@@ -1426,6 +1426,20 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     });
   });
 
+  it("complete refuses a retain outside 1 … 2 147 483 647 ms or a nonce that is no GUID, before sending anything", async () => {
+    const c = counting();
+    const b = keyed("locks", { fetch: c.fetch });
+    for (const retain of [0, 1.5, 2_147_483_648, Number.NaN]) {
+      const e = await rejection(b.complete!({ key: "job:fire:1", nonce: nonce(), retain }));
+      expect(e).toBeInstanceOf(RangeError);
+      expect(e.message).toContain("retain must be an integer from 1 to 2147483647 ms");
+    }
+    const e = await rejection(b.complete!({ key: "job:fire:1", nonce: "not-a-guid", retain: 1_000 }));
+    expect(e).toBeInstanceOf(TypeError);
+    expect(e.message).toContain("nonce must be a GUID");
+    expect(c.log).toEqual([]);
+  });
+
   it("never overwrites a record written between a late instance's HEAD and its lease", async () => {
     const container = await newContainer();
     const runner = keyed(container);
