@@ -16,16 +16,24 @@
  *
  * Either way an acquire costs two round trips; renew and release cost one, `inspect` one HEAD.
  *
+ * A fire of runOnce (`complete`, docs/DESIGN.md §17) is a blob of its own whose token is drawn from
+ * its mutex name's blob (its counter, without its lease) and kept in its metadata with the owner;
+ * its record is that metadata with `done` (the retain) added, written under its lease, which then
+ * goes back: it lasts from the write's Last-Modified by the server's clock. Completions delete the
+ * name's fire blobs that hold nothing any more.
+ *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import type { AcquireRefused, AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
+import { counterOf } from "../../slots.ts";
 import type { HttpReply } from "../shared/http.ts";
 import { typeError } from "./auth.ts";
 import {
   type AzureBlobOptions,
   blobPath,
   checkNonce,
+  checkRetain,
   checkTtl,
   encodeOwner,
   MAX_TTL,
@@ -40,11 +48,45 @@ import {
   decimal,
   errorCode,
   notOurs,
+  recordLeft,
   refusedBy,
+  xmlText,
 } from "./rest.ts";
 
 export type { TokenCredentialLike } from "./auth.ts";
 export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } from "./options.ts";
+
+/** What the last fence step learned of a blob, and the nonce of the lease it fenced. */
+type Fenced = BlobState & { nonce: string };
+
+/** How many blobs one sweep of a name's expired fire blobs lists (each with its metadata: an owner may take 4 KB). */
+const SWEEP = 8;
+
+/** The owner as acquired, from the metadata as stored. */
+function decodeOwner(stored: string | null): string {
+  try {
+    return decodeURIComponent(stored ?? "");
+  } catch {
+    return stored ?? "";
+  }
+}
+
+/** The refusal of an acquire on a blob that holds a live record of a completed fire. */
+function doneOf(state: BlobState): AcquireRefused {
+  return { ok: false, done: { owner: decodeOwner(state.owner), token: state.counter } };
+}
+
+/** A retryable failure of `op` on lock `key`: an answer it cannot use (`status`), or a blob that kept changing. */
+function retryable(op: string, key: string, problem: string, status?: number): BackendError {
+  return new BackendError(`${op} ${JSON.stringify(key)}: ${problem}`, {
+    backend: NAME,
+    retryable: true,
+    ...(status === undefined ? {} : { status }),
+  });
+}
+
+/** An answer to a conditional write meaning the blob changed since it was read. */
+const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
 
 /**
  * An Azure Blob lease backend for {@link createMutex}. Lock `name` lives in the blob
@@ -56,7 +98,11 @@ export type { AzureBlobCommonOptions, AzureBlobCredentials, AzureBlobOptions } f
  * changed (the owner write goes with the fence); a block blob 3. Plus the container and the blob
  * the first time, and one more round trip each for a HEAD and the writes again when another
  * holder changed the blob between our HEAD and our lease. A contended acquire: 1 RT, 2 requests. Renew 1, release 1, inspect 1 HEAD.
- * A contended acquire does not report the holder or a `retryAfter`.
+ * A contended acquire does not report the holder or a `retryAfter`. A fire's key: a late instance's
+ * "done" and a running fire's refusal 1 HEAD; a run 5 RT (6 requests) for a new fire, 4 (5) for
+ * one whose blob is there; `complete` 2 RT (3 requests: the record, then the release beside a
+ * List of the name's fire blobs) plus one DELETE per blob swept. A fire cannot start while a lease
+ * on its mutex's name is held (Azure lets only the lease's holder write the counter).
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
  * credential forms, an option that does not go with the form given (such as `accountName` beside
@@ -107,7 +153,15 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   let pageRefusal: string | undefined; // why, when unset blobType switched to block blobs
   // What the last fence step of this backend learned per lock name (the last 4 096 names), so
   // that raiseFence needs no HEAD: the blob's type and, for a block blob, its ETag and counter.
-  const fenced = new Map<string, BlobState>();
+  const fenced = new Map<string, Fenced>();
+  /** Where the next sweep of a name's fire blobs starts listing (the last listing's marker). */
+  const sweepFrom = new Map<string, string>();
+  /** Remembers what a fence step left, in a map of at most 4 096 names. */
+  const remember = <V>(map: Map<string, V>, key: string, value: V) => {
+    map.delete(key);
+    map.set(key, value);
+    if (map.size > 4_096) map.delete(map.keys().next().value as string);
+  };
 
   /** The request target of lock `key`'s blob: `/` + its path. */
   const pathOf = (key: string): string => `/${blobPath(prefix + key)}`;
@@ -131,7 +185,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     const r = await head(path, signal);
     if (r.status === 404) return undefined;
     if (r.status !== 200) throw httpError(op, key, r);
-    return blobState(r, true)!;
+    return blobState(r, true, counterOf(key) !== key)!;
   }
 
   /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
@@ -210,7 +264,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     state: BlobState | undefined,
     signal: AbortSignal | undefined,
     raise?: number,
-  ): Promise<number | null> {
+  ): Promise<number | null | AcquireRefused> {
     const op = raise === undefined ? "fence" : "raise fence for";
     // An acquire's token past the safe range: the counter can grant no more (docs/DESIGN.md
     // §5.1). Thrown before a block blob's write, after a page blob's increment; either way
@@ -225,15 +279,17 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       signal?.throwIfAborted(); // (a fetch need not reject at once when given an aborted signal)
       state ??= await read("read", key, path, signal);
       if (state === undefined) return null;
+      if (state.done !== undefined) return doneOf(state);
       let token: number;
       let replies: HttpReply[];
-      if (state.page) {
+      // A fire's blob keeps its token in the metadata (raiseFence only: its acquire is fireFence).
+      if (state.page && counterOf(key) === key) {
         // Page blob: the token is the sequence number, set by Set Blob Properties (acquire: + 1;
         // raiseFence: max(itself, raise)), which makes no blob version on an account with
         // versioning. Set Blob Metadata does make one, so acquire writes the owner only when it
         // changed (raiseFence leaves it alone); when it did not, the increment is conditional on
         // the HEAD's ETag, so an owner written by someone else since is caught.
-        const same = state.owner === owner && state.etag !== "";
+        const same = state.owner === owner && state.etag !== "" && !state.record;
         const increment = write(
           "comp=properties",
           raise !== undefined
@@ -261,14 +317,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         token = raise === undefined ? state.counter + 1 : Math.max(raise, state.counter);
         checkExhausted(token);
         if (!Number.isSafeInteger(token) || state.etag === "") {
-          throw new BackendError(
-            `${op} ${JSON.stringify(key)}: the blob has no usable ETag or fence counter`,
-            {
-              backend: NAME,
-              status: 200,
-              retryable: true,
-            },
-          );
+          throw retryable(op, key, "the blob has no usable ETag or fence counter", 200);
         }
         replies = [
           await write("comp=metadata", {
@@ -280,7 +329,6 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       }
       // Whichever write failed, the fence step failed: the error names the step and the answer.
       if (replies.some(notOurs)) return null;
-      const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionNotMet";
       const bad = replies.find((r) => r.status !== 200 && !stale(r));
       if (bad) throw httpError(op, key, bad);
       if (replies.some(stale)) {
@@ -288,28 +336,174 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         continue;
       }
       if (!(Number.isSafeInteger(token) && token > 0)) {
-        throw new BackendError(`${op} ${JSON.stringify(key)}: the reply has no sequence number`, {
-          backend: NAME,
-          status: 200,
-          retryable: true,
-        });
+        throw retryable(op, key, "the reply has no sequence number", 200);
       }
-      // For raiseFence: the blob's type and, for a block blob, the ETag and counter it has now.
-      fenced.delete(key);
-      fenced.set(key, {
+      // For raiseFence and complete: the blob's type and, for a block blob, the ETag and counter it has now.
+      remember(fenced, key, {
         ...state,
         known: true,
         etag: replies[0]!.header("etag") ?? "",
         owner,
         counter: token,
+        record: false,
+        nonce,
       });
-      if (fenced.size > 4_096) fenced.delete(fenced.keys().next().value as string);
       return token;
     }
-    throw new BackendError(`${op} ${JSON.stringify(key)}: the blob kept changing under our lease`, {
-      backend: NAME,
-      retryable: true,
-    });
+    throw retryable(op, key, "the blob kept changing under our lease");
+  }
+
+  /**
+   * The next token of mutex name `name`'s counter, for its fire `key` (counterOf, docs/DESIGN.md
+   * §17): the name's lock blob's own counter, taken without its lease (a page blob's sequence number
+   * incremented by the server; a block blob's `fence` metadata written with `If-Match` on the
+   * ETag it was read with, the owner kept), so the fires and plain leases of a name share it.
+   * Null when a lease on the name is held: Azure lets only its holder write the blob.
+   */
+  async function draw(key: string, name: string, signal: AbortSignal | undefined): Promise<number | null> {
+    const path = pathOf(name);
+    const op = `draw a token from ${JSON.stringify(name)} for`;
+    let page = fenced.get(name)?.page ?? createPage;
+    let refused: HttpReply | undefined; // a page increment's 400: the blob may be a block blob
+    for (let attempt = 0; attempt < 4; attempt++) {
+      signal?.throwIfAborted();
+      let r: HttpReply;
+      let token: number;
+      if (page) {
+        r = await call(
+          "PUT",
+          `${path}?comp=properties`,
+          { "x-ms-sequence-number-action": "increment" },
+          signal,
+        );
+        token = decimal(r, "x-ms-blob-sequence-number");
+      } else {
+        const state = await read(op, key, path, signal);
+        if (state === undefined) {
+          await create(name, path, "BlobNotFound", signal);
+          continue;
+        }
+        if (state.page) {
+          if (refused) throw httpError(op, key, refused);
+          page = true;
+          continue;
+        }
+        if (state.leased) return null;
+        token = state.counter + 1;
+        if (!Number.isSafeInteger(token) || state.etag === "") {
+          if (Number.isInteger(token) && token > Number.MAX_SAFE_INTEGER) throw fenceExhausted(NAME, key);
+          throw retryable(op, key, "the blob has no usable ETag or fence counter", 200);
+        }
+        const owner: Record<string, string> = state.owner === null ? {} : { "x-ms-meta-owner": state.owner };
+        r = await call(
+          "PUT",
+          `${path}?comp=metadata`,
+          { "if-match": state.etag, "x-ms-meta-fence": String(token), ...owner },
+          signal,
+        );
+      }
+      if (r.status === 200) {
+        if (token > Number.MAX_SAFE_INTEGER) throw fenceExhausted(NAME, key);
+        if (Number.isSafeInteger(token) && token > 0) return token;
+        throw retryable(op, key, "the reply has no sequence number", 200);
+      }
+      if (r.status === 404) await create(name, path, errorCode(r), signal);
+      else if (notOurs(r)) return null;
+      else if (page && r.status === 400) {
+        refused = r;
+        page = false;
+      } else if (!stale(r)) throw httpError(op, key, r);
+    }
+    throw retryable(op, key, "the blob kept changing");
+  }
+
+  /**
+   * A fire's fence step under our lease `nonce` (its acquire; raiseFence uses {@link fence}): the
+   * next token of the mutex name's counter ({@link draw}), then the owner and that token written to
+   * the fire's blob's metadata with `If-Match` on the ETag of `state` (the HEAD sent with the lease),
+   * so a record written after that HEAD is never overwritten: the blob is read again (under our
+   * lease now) and its record answered. The token, a done refusal, or null when the lease is not
+   * ours any more or the name's lease is held by someone.
+   */
+  async function fireFence(
+    key: string,
+    path: string,
+    nonce: string,
+    owner: string,
+    state: BlobState | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<number | null | AcquireRefused> {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      signal?.throwIfAborted();
+      state ??= await read("read", key, path, signal);
+      if (state === undefined) return null;
+      if (state.done !== undefined) return doneOf(state);
+      if (state.etag === "") {
+        throw retryable("fence", key, "the blob has no usable ETag", 200);
+      }
+      const token = await draw(key, counterOf(key), signal);
+      if (token === null) return null;
+      const r = await call(
+        "PUT",
+        `${path}?comp=metadata`,
+        {
+          "x-ms-lease-id": nonce,
+          "if-match": state.etag,
+          "x-ms-meta-fence": String(token),
+          "x-ms-meta-owner": owner,
+        },
+        signal,
+      );
+      if (r.status === 200) {
+        const etag = r.header("etag") ?? "";
+        remember(fenced, key, { ...state, known: true, etag, owner, counter: token, record: false, nonce });
+        return token;
+      }
+      if (notOurs(r)) return null;
+      if (!stale(r)) throw httpError("fence", key, r);
+      state = undefined;
+    }
+    throw retryable("fence", key, "the blob kept changing under our lease");
+  }
+
+  /**
+   * Deletes the fire blobs of mutex name `name` that hold nothing: no lease and no live record
+   * (expired, or released without one), each with `If-Match` on the ETag listed, so a blob taken or
+   * written since stays. Lists {@link SWEEP} of them per call (List Blobs with the prefix
+   * `name:fire` and their metadata), starting where the last listing of the name stopped.
+   * Best effort: a failure leaves them for the next sweep.
+   */
+  async function sweep(name: string, signal: AbortSignal | undefined): Promise<void> {
+    const marker = sweepFrom.get(name);
+    const r = await call(
+      "GET",
+      `?restype=container&comp=list&include=metadata&maxresults=${SWEEP}&prefix=${encodeURIComponent(
+        `${prefix}${name}:fire`,
+      )}${marker === undefined ? "" : `&marker=${encodeURIComponent(marker)}`}`,
+      {},
+      signal,
+    );
+    if (r.status !== 200) return;
+    const next = /<NextMarker>([^<]+)<\/NextMarker>/.exec(r.body)?.[1];
+    if (next === undefined) sweepFrom.delete(name);
+    else remember(sweepFrom, name, xmlText(next));
+    const gone: Promise<unknown>[] = [];
+    for (const [, blob = ""] of r.body.matchAll(/<Blob>([\s\S]*?)<\/Blob>/g)) {
+      const field = (tag: string): string | null => {
+        const m = new RegExp(`<${tag}>([^<]*)</${tag}>`).exec(blob);
+        return m ? xmlText(m[1]!) : null;
+      };
+      const blobName = field("Name") ?? ""; // (a name Azure had to encode has <Name Encoded="true">: kept)
+      const key = blobName.slice(prefix.length);
+      const etag = field("Etag");
+      if (!blobName.startsWith(prefix) || key === name || counterOf(key) !== name || etag === null) continue;
+      if (/^(leased|breaking)$/.test(field("LeaseState") ?? "")) continue;
+      const done = /<Metadata>[\s\S]*?<done>([^<]*)<\/done>[\s\S]*?<\/Metadata>/.exec(blob)?.[1] ?? null;
+      if (recordLeft(done, field("Last-Modified"), r.header("date")) !== undefined) continue;
+      const ifMatch = etag.startsWith('"') ? etag : `"${etag}"`;
+      gone.push(call("DELETE", pathOf(key), { "if-match": ifMatch }, signal).catch(() => {}));
+    }
+    await Promise.all(gone);
   }
 
   return {
@@ -321,33 +515,57 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       checkNonce(nonce);
       const path = pathOf(key);
       const ownerValue = encodeOwner(owner);
+      const fire = counterOf(key) !== key;
+      if (fire) {
+        // A fire's blob is read first: a late instance's "done" (or a running fire's refusal) is
+        // then one request; a new fire's blob is made before its lease is asked for.
+        const r = await head(path, signal);
+        if (r.status === 404) await create(key, path, errorCode(r), signal);
+        else if (r.status !== 200) throw httpError("acquire", key, r);
+        else {
+          const seen = blobState(r, true, true)!;
+          if (seen.done !== undefined) return doneOf(seen);
+          if (seen.leased) return { ok: false };
+        }
+      }
       let state: BlobState | undefined;
       for (let attempt = 0; ; attempt++) {
         // The lease and a HEAD go out together. A lease action leaves the ETag alone, so once the
         // lease is ours the HEAD still describes the blob, unless another holder wrote it between
-        // the two: the fence step's If-Match catches that. Only a granted lease waits for the HEAD.
+        // the two: the fence step's If-Match catches that. A refused lease waits for the HEAD too,
+        // to tell a completed fire's record (its lease held for a moment) from a holder.
         const granted = lease(path, "acquire", nonce, signal, Math.ceil(ttl / 1000));
         const described = head(path, signal);
-        described.catch(() => {}); // ignored unless the lease is granted
+        described.catch(() => {}); // ignored when the lease failed
+        const seen = async () => {
+          const h = await described.catch(() => undefined);
+          return h?.status === 200 ? blobState(h, false, fire) : undefined;
+        };
         const r = await granted;
         if (r.status === 201 || r.status === 200) {
-          const h = await described.catch(() => undefined);
-          if (h?.status === 200) state = blobState(h);
+          state = await seen();
           break;
         }
-        if (r.status === 409 && errorCode(r).startsWith("Lease")) return { ok: false };
+        if (r.status === 409 && errorCode(r).startsWith("Lease")) {
+          const held = await seen();
+          return held?.done === undefined ? { ok: false } : doneOf(held);
+        }
         if (r.status !== 404 || attempt === 2) throw httpError("acquire", key, r);
         await create(key, path, errorCode(r), signal);
       }
-      // The lease is ours. When it turns out lost, and on any failure, give it back in the
-      // background: the caller's time bound must not wait for that.
-      let token: number | null = null;
+      // The lease is ours. When it turns out lost or the blob holds a record, and on any failure,
+      // give it back in the background: the caller's time bound must not wait for that.
+      let step: number | null | AcquireRefused = null;
       try {
-        token = await fence(key, path, nonce, ownerValue, state, signal);
+        step =
+          state?.done !== undefined
+            ? doneOf(state)
+            : await (fire ? fireFence : fence)(key, path, nonce, ownerValue, state, signal);
       } finally {
-        if (token === null) lease(path, "release", nonce, AbortSignal.timeout(5_000)).catch(() => {});
+        if (typeof step !== "number")
+          lease(path, "release", nonce, AbortSignal.timeout(5_000)).catch(() => {});
       }
-      return token === null ? { ok: false } : { ok: true, token };
+      return typeof step === "number" ? { ok: true, token: step } : (step ?? { ok: false });
     },
 
     async renew({ key, nonce, ttl, signal }): Promise<boolean> {
@@ -372,17 +590,44 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       // A block blob without a known ETag is read again (a HEAD) before its counter is written.
       const blob = fenced.get(key);
       const known = blob?.page || blob?.etag ? blob : undefined;
-      return (await fence(key, pathOf(key), nonce, encodeOwner(owner), known, signal, token)) !== null;
+      return (
+        typeof (await fence(key, pathOf(key), nonce, encodeOwner(owner), known, signal, token)) === "number"
+      );
     },
 
     async inspect({ key, signal }): Promise<HolderInfo | null> {
       const blob = await read("inspect", key, pathOf(key), signal);
-      if (!blob?.leased) return null;
-      let owner = blob.owner ?? "";
-      try {
-        owner = decodeURIComponent(owner);
-      } catch {}
-      return { owner, token: Number.isSafeInteger(blob.counter) ? blob.counter : 0 };
+      if (blob === undefined || (!blob.leased && blob.done === undefined)) return null;
+      const holder = {
+        owner: decodeOwner(blob.owner),
+        token: Number.isSafeInteger(blob.counter) ? blob.counter : 0,
+      };
+      return blob.done === undefined ? holder : { ...holder, ttlLeft: blob.done, done: true };
+    },
+
+    // The record is the blob's metadata with `done` (the retain) added, written under the lease,
+    // so it lasts `retain` from its Last-Modified by the server's clock; then the lease is given
+    // back and, for a fire, expired fire blobs of its name are swept (neither can undo the record).
+    async complete({ key, nonce, retain, signal }): Promise<boolean> {
+      checkNonce(nonce);
+      checkRetain(retain);
+      const path = pathOf(key);
+      const last = fenced.get(key);
+      const state = last?.nonce === nonce ? last : await read("complete", key, path, signal);
+      if (state === undefined) return false;
+      const name = counterOf(key);
+      const h: Record<string, string> = { "x-ms-lease-id": nonce, "x-ms-meta-done": String(retain) };
+      if (state.owner !== null) h["x-ms-meta-owner"] = state.owner;
+      if (!state.page || name !== key) h["x-ms-meta-fence"] = String(state.counter);
+      const r = await call("PUT", `${path}?comp=metadata`, h, signal);
+      if (notOurs(r)) return false;
+      if (r.status !== 200) throw httpError("complete", key, r);
+      fenced.delete(key);
+      await Promise.all([
+        lease(path, "release", nonce, signal).catch(() => {}),
+        name !== key && sweep(name, signal).catch(() => {}),
+      ]);
+      return true;
     },
   };
 }

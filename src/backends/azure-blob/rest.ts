@@ -18,6 +18,27 @@ export function decimal(r: HttpReply, name: string): number {
   return /^[0-9]{1,16}$/.test(value) ? Number(value) : Number.NaN;
 }
 
+/**
+ * The ms left of a completed fire's record (runOnce, docs/DESIGN.md §17), by the server's clock
+ * alone: the record is the metadata `done` (its `retain`, in ms) written at `lastModified`, and it
+ * lasts until `lastModified` + 1 s (HTTP dates count whole seconds) + `retain`, compared with the
+ * server's `date` of the answer that read it (this machine's clock when it has none). Undefined
+ * when there is no record or it expired. A record whose write time cannot be read counts in full.
+ */
+export function recordLeft(
+  done: string | null,
+  lastModified: string | null,
+  date: string | null,
+): number | undefined {
+  if (done === null || !/^[0-9]{1,10}$/.test(done)) return undefined;
+  const now = Date.parse(date ?? "");
+  const written = Date.parse(lastModified ?? "");
+  const left = Number.isNaN(written)
+    ? Number(done)
+    : written + 1_000 + Number(done) - (Number.isNaN(now) ? Date.now() : now);
+  return left > 0 ? left : undefined;
+}
+
 /** What a HEAD says about a lock blob: its type, ETag, owner (as stored), fence counter and lease. */
 export interface BlobState {
   page: boolean;
@@ -29,22 +50,30 @@ export interface BlobState {
   counter: number;
   /** Its lease state is `leased` or `breaking`: someone holds it. */
   leased: boolean;
+  /** It has a record's `done` metadata, live or expired: an acquire must write the metadata anew. */
+  record: boolean;
+  /** The ms left of its live record ({@link recordLeft}), or undefined. */
+  done: number | undefined;
 }
 
 /**
  * Reads a HEAD. Without a known `x-ms-blob-type` (a proxy's page, a truncated answer) it is
  * undefined, or with `orPage` a page blob with no ETag: the fence then goes to the sequence
  * number with the owner written, which only a page blob accepts, so it never yields a wrong token.
+ * A fire's blob (`fire`) keeps its token in the `fence` metadata whatever its type: its counter is
+ * its mutex name's blob.
  */
-export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
+export function blobState(r: HttpReply, orPage = false, fire = false): BlobState | undefined {
   const type = r.header("x-ms-blob-type");
   const known = type === "PageBlob" || type === "BlockBlob" || type === "AppendBlob";
   if (!known && !orPage) return undefined;
   const page = !known || type === "PageBlob";
+  const sequence = page && !fire;
   const counter =
-    page || r.header("x-ms-meta-fence") !== null
-      ? decimal(r, page ? "x-ms-blob-sequence-number" : "x-ms-meta-fence")
+    sequence || r.header("x-ms-meta-fence") !== null
+      ? decimal(r, sequence ? "x-ms-blob-sequence-number" : "x-ms-meta-fence")
       : 0;
+  const done = r.header("x-ms-meta-done");
   return {
     page,
     known,
@@ -52,7 +81,22 @@ export function blobState(r: HttpReply, orPage = false): BlobState | undefined {
     owner: r.header("x-ms-meta-owner"),
     counter,
     leased: /^(leased|breaking)$/.test(r.header("x-ms-lease-state") ?? ""),
+    record: done !== null,
+    done: recordLeft(done, r.header("last-modified"), r.header("date")),
   };
+}
+
+/** The text of an XML element's content: `&amp;` and the other entities decoded. */
+export function xmlText(text: string): string {
+  return text.replace(
+    /&(?:#x([0-9a-f]+)|#([0-9]+)|(amp|lt|gt|quot|apos));/gi,
+    (_, hex, dec, named: string) =>
+      hex || dec
+        ? String.fromCodePoint(Number.parseInt(hex ?? dec, hex ? 16 : 10))
+        : ({ amp: "&", lt: "<", gt: ">", quot: '"', apos: "'" } as Record<string, string>)[
+            named.toLowerCase()
+          ]!,
+  );
 }
 
 /**

@@ -23,6 +23,8 @@ import {
   type TokenCredentialLike,
 } from "../../../src/backends/azure-blob/index.ts";
 import { createMutex } from "../../../src/index.ts";
+import { fireKey } from "../../../src/once.ts";
+import { sleep } from "../../../src/time.ts";
 import { thrown } from "../../harness/doubles.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import {
@@ -1255,5 +1257,253 @@ describe("azure-blob on Azurite", () => {
         expect(c.log).toEqual([]);
       }
     });
+  });
+});
+
+describe("azure-blob: a fire's record (complete, for runOnce)", () => {
+  /** The blobs of `container`, by name. */
+  const blobs = async (container: string): Promise<string[]> => {
+    const names: string[] = [];
+    for await (const b of sdk.getContainerClient(container).listBlobsFlat()) names.push(b.name);
+    return names.sort();
+  };
+
+  it("draws a fire's token from its mutex name's counter, records it, and answers done, in the stated requests", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const b = keyed(container, { fetch: c.fetch });
+    const late = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "1");
+    const plain = nonce();
+    expect(await b.acquire({ key: "job", owner: "plain", nonce: plain, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await b.release({ key: "job", nonce: plain });
+    c.take();
+    /** The requests sent since the last call, as `METHOD kind blob`. */
+    const sent = () =>
+      c.log
+        .splice(0)
+        .map((r) => `${r.method} ${r.kind} ${decodeURIComponent(new URL(r.url).pathname).split("/").at(-1)}`);
+
+    // A new fire: a HEAD (404), its blob made, lease + HEAD, the name's sequence number (no
+    // lease), then the fire's owner and token under its lease: 6 requests in 5 round trips.
+    const first = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: first, ttl })).toEqual({ ok: true, token: 2 });
+    const made = sent();
+    expect(made.slice(0, 2)).toEqual([`HEAD blob ${key}`, `PUT blob ${key}`]);
+    expect(made.slice(2, 4).sort()).toEqual([`HEAD blob ${key}`, `PUT lease ${key}`]);
+    expect(made.slice(4)).toEqual(["PUT properties job", `PUT metadata ${key}`]);
+    expect(c.log.length).toBe(0);
+    await b.release({ key, nonce: first });
+    c.take();
+
+    // A fire whose blob is there (a rerun): 5 requests in 4 round trips.
+    const id = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 3 });
+    const run = c.log.splice(0);
+    expect(run.map((r) => r.kind)).toEqual([
+      "blob",
+      ...(run[1]!.kind === "lease" ? ["lease", "blob"] : ["blob", "lease"]),
+      "properties",
+      "metadata",
+    ]);
+    expect(run.find((r) => r.kind === "properties")!.headers["x-ms-lease-id"]).toBeUndefined();
+    expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 3 });
+    // A contender while it runs: one HEAD.
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({ ok: false });
+    c.take();
+
+    // complete: the record under the lease, then the release beside the sweep's listing.
+    expect(await b.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    const ended = c.take();
+    expect(ended[0]).toBe("PUT metadata");
+    expect(ended.slice(1).sort()).toEqual(["GET list", "PUT lease"]);
+    const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+    expect(props.leaseState).toBe("available");
+    expect(props.metadata).toEqual({ owner: "runner", fence: "3", done: "60000" });
+
+    // A late instance: one HEAD answers done, also while someone holds the record's lease.
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 3 },
+    });
+    expect(c.take()).toEqual(["HEAD blob"]);
+    const sdkLease = sdk.getContainerClient(container).getBlobClient(key).getBlobLeaseClient();
+    await sdkLease.acquireLease(15);
+    expect(await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 3 },
+    });
+    expect(c.take()).toEqual(["HEAD blob"]);
+    await sdkLease.releaseLease();
+
+    // A record on a plain key (complete on any key, as the contract says): a refused lease waits
+    // for the HEAD beside it, which tells the record (its lease held for a moment) from a holder.
+    const p = nonce();
+    const got = await b.acquire({ key: "plain", owner: "runner", nonce: p, ttl });
+    expect(await b.complete!({ key: "plain", nonce: p, retain: 60_000 })).toBe(true);
+    const plainLease = sdk.getContainerClient(container).getBlobClient("plain").getBlobLeaseClient();
+    await plainLease.acquireLease(15);
+    c.take();
+    expect(await late.acquire({ key: "plain", owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: got.ok ? got.token : 0 },
+    });
+    expect((await c.takeWhen(2)).sort()).toEqual(["HEAD blob", "PUT lease"]);
+    await plainLease.releaseLease();
+
+    const seen = await late.inspect({ key });
+    expect(seen).toMatchObject({ owner: "runner", token: 3, done: true });
+    expect(seen!.ttlLeft).toBeGreaterThan(50_000);
+    expect(seen!.ttlLeft).toBeLessThanOrEqual(61_000);
+    expect(await b.renew({ key, nonce: id, ttl })).toBe(false);
+    expect(await b.raiseFence!({ key, owner: "runner", nonce: id, token: 10 })).toBe(false);
+    expect(await b.complete!({ key, nonce: id, retain: 60_000 })).toBe(false);
+    await b.release({ key, nonce: id });
+    expect((await late.acquire({ key, owner: "late", nonce: nonce(), ttl })).ok).toBe(false);
+    // The name's next plain lease draws above the fire's token.
+    const after = await b.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl });
+    expect(after).toEqual({ ok: true, token: 4 });
+  });
+
+  it("starts no fire while a lease on its mutex name is held, and gives the fire's lease back", async () => {
+    const container = await newContainer();
+    const b = keyed(container);
+    const key = await fireKey("job", "held");
+    const plain = nonce();
+    const held = await b.acquire({ key: "job", owner: "plain", nonce: plain, ttl });
+    expect(held).toEqual({ ok: true, token: 1 });
+    expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl })).toEqual({ ok: false });
+    const blob = sdk.getContainerClient(container).getBlobClient(key);
+    await vi.waitFor(async () => expect((await blob.getProperties()).leaseState).toBe("available"), {
+      timeout: 5_000,
+    });
+    await b.release({ key: "job", nonce: plain });
+    expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl })).toEqual({ ok: true, token: 2 });
+  });
+
+  it("draws from a block blob name's fence metadata, keeping its owner, on a page-blob backend", async () => {
+    const container = await newContainer();
+    const block = keyed(container, { blobType: "block" });
+    const page = keyed(container);
+    const key = await fireKey("job", "1");
+    const a = nonce();
+    expect(await block.acquire({ key: "job", owner: "plain", nonce: a, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await block.release({ key: "job", nonce: a });
+    const f = nonce();
+    expect(await page.acquire({ key, owner: "runner", nonce: f, ttl })).toEqual({ ok: true, token: 2 });
+    expect(await page.complete!({ key, nonce: f, retain: 60_000 })).toBe(true);
+    const name = await sdk.getContainerClient(container).getBlobClient("job").getProperties();
+    expect(name.blobType).toBe("BlockBlob");
+    expect(name.metadata).toEqual({ owner: "plain", fence: "2" });
+    expect(await block.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl })).toEqual({
+      ok: true,
+      token: 3,
+    });
+  });
+
+  it("complete on another instance of the backend (nothing remembered) reads the blob first", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const runner = keyed(container);
+    const other = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "x");
+    const id = nonce();
+    const got = await runner.acquire({ key, owner: "runner", nonce: id, ttl });
+    expect(got).toEqual({ ok: true, token: 1 });
+    expect(await other.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    const sent = c.take();
+    expect(sent.slice(0, 2)).toEqual(["HEAD blob", "PUT metadata"]);
+    expect(sent.slice(2).sort()).toEqual(["GET list", "PUT lease"]);
+    expect(await runner.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 1 },
+    });
+  });
+
+  it("complete refuses a retain outside 1 … 2 147 483 647 ms or a nonce that is no GUID, before sending anything", async () => {
+    const c = counting();
+    const b = keyed("locks", { fetch: c.fetch });
+    for (const retain of [0, 1.5, 2_147_483_648, Number.NaN]) {
+      const e = await rejection(b.complete!({ key: "job:fire:1", nonce: nonce(), retain }));
+      expect(e).toBeInstanceOf(RangeError);
+      expect(e.message).toContain("retain must be an integer from 1 to 2147483647 ms");
+    }
+    const e = await rejection(b.complete!({ key: "job:fire:1", nonce: "not-a-guid", retain: 1_000 }));
+    expect(e).toBeInstanceOf(TypeError);
+    expect(e.message).toContain("nonce must be a GUID");
+    expect(c.log).toEqual([]);
+  });
+
+  it("never overwrites a record written between a late instance's HEAD and its lease", async () => {
+    const container = await newContainer();
+    const runner = keyed(container);
+    const key = await fireKey("job", "race");
+    const released = nonce();
+    expect(await runner.acquire({ key, owner: "runner", nonce: released, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    await runner.release({ key, nonce: released });
+    // The late instance's lease request waits (in its fetch) until both its HEADs answered (the
+    // fire free, no record) and the runner took the fire and completed it: the lease is granted
+    // after the record, the HEAD beside it saw none.
+    let heads = 0;
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const late = keyed(container, {
+      fetch: async (url, init) => {
+        const isLease = new URL(url).searchParams.get("comp") === "lease";
+        if (isLease && init.headers["x-ms-lease-action"] === "acquire") await gate;
+        const r = await fetch(url, init);
+        if (init.method === "HEAD") heads++;
+        return r;
+      },
+    });
+    const answer = late.acquire({ key, owner: "late", nonce: nonce(), ttl });
+    await vi.waitFor(() => expect(heads).toBe(2), { timeout: 5_000 });
+    const id = nonce();
+    expect(await runner.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 2 });
+    expect(await runner.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    open();
+    expect(await answer).toEqual({ ok: false, done: { owner: "runner", token: 2 } });
+    const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+    expect(props.metadata).toEqual({ owner: "runner", fence: "2", done: "60000" });
+  });
+
+  it("complete deletes its name's fire blobs that hold nothing: expired records and released fires", async () => {
+    const container = await newContainer();
+    const b = keyed(container, { prefix: "p/" });
+    const take = async (key: string, end: "release" | "keep" | number) => {
+      const id = nonce();
+      const r = await b.acquire({ key, owner: "o", nonce: id, ttl });
+      expect(r.ok).toBe(true);
+      if (end === "release") await b.release({ key, nonce: id });
+      else if (end !== "keep") expect(await b.complete!({ key, nonce: id, retain: end })).toBe(true);
+    };
+    const [expired, released, live, held, next] = await Promise.all(
+      ["expired", "released", "live", "held", "next"].map((id) => fireKey("job", id)),
+    );
+    await take(expired!, 1);
+    await take(released!, "release");
+    await take(live!, 60_000);
+    await take(held!, "keep");
+    await take("job:firefly", "release"); // a mutex whose name only looks alike
+    await take(await fireKey("jobs", "1"), "release"); // another name's fire
+    // The expired record ends 1 s (HTTP dates' resolution) + 1 ms after its write, by the server's clock.
+    await sleep(2_500);
+    await take(next!, 60_000);
+    expect(await blobs(container)).toEqual(
+      ["job", "job:firefly", held!, live!, next!, "jobs", await fireKey("jobs", "1")]
+        .map((k) => `p/${k}`)
+        .sort(),
+    );
   });
 });
