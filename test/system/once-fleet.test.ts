@@ -65,7 +65,7 @@ const every: [string, Spec][] = [
   ["deno-kv", { kind: "deno-kv", path: join(dir, "kv.sqlite") }],
   ["quorum", { kind: "quorum", members: [upstashSpec, postgresSpec, dynamoSpec] }],
 ];
-const stores = every.filter(([l]) => ["upstash", "redis", "postgres", "deno-kv", "cloudflare"].includes(l)); // the others join as their complete lands
+const stores = every.filter(([l]) => ["upstash", "redis", "postgres", "deno-kv", "cloudflare", "azure-blob"].includes(l)); // the others join as their complete lands
 
 /** A child instance: its JSON lines as they arrive, and a wait for one. */
 interface Instance {
