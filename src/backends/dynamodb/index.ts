@@ -214,27 +214,35 @@ export function dynamodb(options: DynamoDBOptions): Backend {
     });
 
   /**
-   * Runs `set` on the counter of the mutex name `name` (its item's `fence`), unless `enough` says
-   * the item needs it no more; the updated attributes, or undefined. A plain lease held on the
-   * name has the counter as its token: its token is first written for it (`tokenFor`, `token`),
-   * so the counter moves on without it.
+   * Runs `set` on the counter of the mutex name `name` (its item's `fence`); the updated
+   * attributes. With `only`, only while its condition `when` holds: undefined once `enough` says
+   * the item read after a refusal needs it no more. A plain lease held on the name has the
+   * counter as its token: its token is first written for it (`tokenFor`, `token`), so the counter
+   * moves on without it.
    */
   async function onCounter(
     name: string,
     set: string,
     values: Record<string, unknown>,
     signal: AbortSignal | undefined,
-    enough: (item: Item | undefined) => boolean = () => false,
+    only?: { when: string; enough: (item: Item | undefined) => boolean },
   ): Promise<Item | undefined> {
+    const free = "(attribute_not_exists(#h) OR #tf = #h)";
     for (let attempt = 0; attempt < ATTEMPTS; attempt++) {
       const reply = await update(
         name,
-        { set, when: "attribute_not_exists(#h) OR #tf = #h", values, returns: "UPDATED_NEW", old: true },
+        {
+          set,
+          when: only ? `${free} AND (${only.when})` : free,
+          values,
+          returns: "UPDATED_NEW",
+          old: true,
+        },
         signal,
       );
       if (reply.ok) return (reply.json.Attributes as Item | undefined) ?? {};
       const item = await found(reply, name, signal);
-      if (enough(item)) return undefined;
+      if (only?.enough(item)) return undefined;
       const holder = item?.holder?.S;
       if (holder === undefined || item?.tokenFor?.S === holder) continue; // changed meanwhile
       // Not frozen if the holder changed meanwhile (the condition): look again.
@@ -486,9 +494,9 @@ export function dynamodb(options: DynamoDBOptions): Backend {
         // The lease's token, then the name's counter to at least it: later grants draw above it.
         const reply = await raiseOwn();
         if (!reply.ok && (await found(reply, key, signal))?.holder?.S !== nonce) return false;
-        await onCounter(counterOf(key), "SET #f = :tok", { ":tok": values[":tok"] }, signal, (item) => {
-          const fence = Number(item?.fence?.N);
-          return fence >= token;
+        await onCounter(counterOf(key), "SET #f = :tok", { ":tok": values[":tok"] }, signal, {
+          when: "attribute_not_exists(#f) OR #f < :tok",
+          enough: (item) => Number(item?.fence?.N) >= token,
         });
         return true;
       }

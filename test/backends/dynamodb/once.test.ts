@@ -177,6 +177,22 @@ describe("dynamodb: what a fire of runOnce leaves", () => {
     expect((await take(backend, name, "next")).token).toBe(f2.token + 1);
   });
 
+  it("raiseFence on a plain lease held while a fire drew: its token rises, above or below the counter", async () => {
+    const { backend } = setup();
+    const plain = await take(backend, "job", "plain");
+    const fire = await take(backend, await fireKey("job", "1"));
+    const raise = (token: number) =>
+      backend.raiseFence?.({ key: "job", owner: "plain", nonce: plain.nonce, token });
+    // Below the counter (the fire drew it): the lease's own token rises, the counter stays.
+    expect(await raise(fire.token)).toBe(true);
+    expect(await backend.inspect({ key: "job" })).toEqual({ owner: "plain", token: fire.token });
+    // Above it: both.
+    expect(await raise(fire.token + 5)).toBe(true);
+    expect(await backend.inspect({ key: "job" })).toEqual({ owner: "plain", token: fire.token + 5 });
+    expect((await take(backend, await fireKey("job", "2"))).token).toBe(fire.token + 6);
+    expect(await backend.inspect({ key: "job" })).toEqual({ owner: "plain", token: fire.token + 5 });
+  });
+
   it("a fire's tokens strictly increase when another grant and release land between an acquire's draw and its write", async () => {
     const { backend: other, prefix } = setup();
     let hold: (() => void) | undefined;
@@ -216,6 +232,13 @@ describe("dynamodb: what a fire of runOnce leaves", () => {
     expect(
       await backend.raiseFence?.({ key, owner: "x", nonce: crypto.randomUUID(), token: a.token + 20 }),
     ).toBe(false);
-    expect((await take(backend, "job")).token).toBe(a.token + 11);
+    const plain = await take(backend, "job", "plain");
+    expect(plain.token).toBe(a.token + 11);
+    await backend.release({ key: "job", nonce: plain.nonce });
+    // Raised again to a token below the counter: the counter never goes back.
+    expect(await backend.raiseFence?.({ key, owner: "runner", nonce: a.nonce, token: a.token + 10 })).toBe(
+      true,
+    );
+    expect((await take(backend, "job")).token).toBe(a.token + 12);
   });
 });
