@@ -9,6 +9,7 @@ import { dynamodb } from "../../../src/backends/dynamodb/index.ts";
 import { createMutex, isLockError } from "../../../src/index.ts";
 import { checkNoSecrets, registerSecret } from "../../harness/secrets.ts";
 import { sdkClient } from "../../harness/servers/dynalite.ts";
+import { withOldItem } from "./old-item.ts";
 
 const ctx = inject("dynamodb");
 const { endpoint, region, credentials, table } = ctx;
@@ -77,20 +78,7 @@ describe("dynamodb backend on dynalite", () => {
 
   it("a refusal that carries the old item, as AWS sends it, costs one request (double: adds the item dynalite leaves out)", async () => {
     const ops: string[] = [];
-    // dynalite ignores ReturnValuesOnConditionCheckFailure; this double adds the item the way
-    // AWS documents it (the ConditionalCheckFailedException's "Item"), read with the SDK.
-    const withOldItem: FetchLike = async (url, init) => {
-      ops.push(init.headers["x-amz-target"] ?? "");
-      const res = await fetch(url, init);
-      const text = await res.text();
-      if (!text.includes("ConditionalCheckFailedException")) {
-        return new Response(text, { status: res.status, headers: res.headers });
-      }
-      const request = JSON.parse(init.body ?? "{}") as { Key: { pk: { S: string } } };
-      const old = await item(request.Key.pk.S);
-      return new Response(JSON.stringify({ ...JSON.parse(text), Item: old }), { status: res.status });
-    };
-    const backend = dynamodb({ table, region, credentials, endpoint, fetch: withOldItem });
+    const backend = dynamodb({ table, region, credentials, endpoint, fetch: withOldItem(item, ops) });
     const name = unique("old-item");
     const nonce = crypto.randomUUID();
     await backend.acquire({ key: name, owner: "a", nonce, ttl: 1_500 });
@@ -98,7 +86,7 @@ describe("dynamodb backend on dynalite", () => {
     const refused = await backend.acquire({ key: name, owner: "b", nonce: crypto.randomUUID(), ttl: 1_000 });
     const stored = await item(`leasehold:${name}`);
     expect(refused).toEqual({ ok: false, version: stored?.ver?.S, ttl: 1_500 });
-    expect(ops).toEqual(["DynamoDB_20120810.UpdateItem"]);
+    expect(ops).toEqual(["UpdateItem"]);
     expect(await backend.raiseFence!({ key: name, owner: "a", nonce, token: 1 })).toBe(true);
     expect(await backend.raiseFence!({ key: name, owner: "b", nonce: "someone else", token: 9 })).toBe(false);
     expect(ops).toHaveLength(3);
