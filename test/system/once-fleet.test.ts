@@ -36,8 +36,10 @@ const dynamoSpec: Spec = {
   credentials: ddb.credentials,
   table: ddb.table,
 };
-/** Every store, by label. The quorum's members are three different stores. */
-const every: [string, Spec][] = [
+const cloudflareSpec: Spec = { kind: "cloudflare", url: cf.url, token: cf.token };
+/** Every store, by label. The quorum's members are three different stores (a quorum takes no
+ * observed-expiry member, DynamoDB or Deno KV). */
+const stores: [string, Spec][] = [
   ["upstash", upstashSpec],
   [
     "redis",
@@ -61,11 +63,10 @@ const every: [string, Spec][] = [
       container: "once-fleet",
     },
   ],
-  ["cloudflare", { kind: "cloudflare", url: cf.url, token: cf.token }],
+  ["cloudflare", cloudflareSpec],
   ["deno-kv", { kind: "deno-kv", path: join(dir, "kv.sqlite") }],
-  ["quorum", { kind: "quorum", members: [upstashSpec, postgresSpec, dynamoSpec] }],
+  ["quorum", { kind: "quorum", members: [upstashSpec, postgresSpec, cloudflareSpec] }],
 ];
-const stores = every.filter(([l]) => ["upstash", "redis", "postgres", "deno-kv", "cloudflare", "azure-blob"].includes(l)); // the others join as their complete lands
 
 /** A child instance: its JSON lines as they arrive, and a wait for one. */
 interface Instance {

@@ -3,7 +3,7 @@
 // run per tick, the others answer done (with the runner) or running. And a runner that goes
 // silent mid-job (no renewal: as if killed) leaves its fire to a standby, which runs it once with
 // a greater token; the silent runner, when it wakes, is told its lease was lost and records
-// nothing. The multi-process version (SIGKILL, 0-3 s apart) is still to come (docs/once-plan.md).
+// nothing. The multi-process version on every backend (SIGKILL, 0-3 s apart) is once-fleet.test.ts.
 import IORedis from "ioredis";
 import pg from "pg";
 import { afterAll, describe, expect, inject, it } from "vitest";
