@@ -148,8 +148,9 @@ class FireDone extends Error {
  * When `fn` throws or its lease is lost, the fire is not recorded: a standby or a later call runs
  * it again. `fn`'s error is rethrown; a lease lost before the record was written rejects with
  * {@link LeaseLostError} (the fire may have to run again: fence its effects with `lease.token`).
- * Needs a backend with `complete` (memory, upstash, redis, postgres, deno-kv); on another it throws a TypeError
- * naming the backend.
+ * Needs a backend with `complete`: every built-in one (memory, upstash, redis, postgres, deno-kv,
+ * cloudflare, dynamodb, azure-blob, and a quorum whose members all have it); on another it throws
+ * a TypeError naming the backend.
  *
  * @param mutex Whose name the fire's key derives from, and whose ttl, owner and timing its lease takes.
  * @param fire The fire's id, the same on every instance: epoch ms, a Date, or a string such as
@@ -183,7 +184,7 @@ export async function runOnce<T>(
   check(
     typeof complete === "function",
     at,
-    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: memory, upstash, redis, postgres, deno-kv`,
+    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: every built-in backend, a quorum only when all its members can (docs/once.md)`,
   );
   check(typeof fn === "function", at, `fn must be a function, got ${kind(fn)}`);
   const { retain = DAY, standby = false, timeout, signal } = optionsOf("runOnce", options);
