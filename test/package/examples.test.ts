@@ -175,25 +175,12 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     expect(await check.exited, check.output()).toBe(0);
     const env =
       "--allow-env=UPSTASH_REDIS_REST_URL,UPSTASH_REDIS_REST_TOKEN,KV_REST_API_URL,KV_REST_API_TOKEN";
-    const main = start(DENO, [
-      "run",
-      "--no-lock",
-      config,
-      "--allow-net=127.0.0.1",
-      env,
-      "examples/deno/main.ts",
-    ]);
+    const run = ["run", "--no-lock", config, "--allow-net=127.0.0.1", env, "examples/deno/main.ts"];
+    const main = start(DENO, run);
     expect(await main.exited, main.output()).toBe(0);
     expect(main.output()).toMatch(/synced with fencing token \d+/);
     // A second host later in the hour skips it, naming the first.
-    const again = start(DENO, [
-      "run",
-      "--no-lock",
-      config,
-      "--allow-net=127.0.0.1",
-      env,
-      "examples/deno/main.ts",
-    ]);
+    const again = start(DENO, run);
     expect(await again.exited, again.output()).toBe(0);
     expect(again.output()).toMatch(/skipped: .* ran this hour \(token \d+\)/);
   });
