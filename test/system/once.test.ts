@@ -119,7 +119,8 @@ describe.each(fleets)("%s", (_label, fleet) => {
       await new Promise<void>((resolve) => (wake = resolve));
     });
     const lost = silent.catch((error: unknown) => error);
-    await sleep(100);
+    // The runner's job starts once its acquire is answered (later on a loaded machine).
+    for (let waited = 0; runnerToken === 0 && waited < 10_000; waited += 20) await sleep(20);
     expect(runnerToken).toBeGreaterThan(0);
     const taken = await runOnce(standby, "job-1", (_signal, lease) => lease.token, {
       standby: true,
