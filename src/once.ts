@@ -73,8 +73,12 @@ const DAY = 86_400_000;
 const MAX_FIRE = 128;
 /** The longest lock key (a lock name's limit). */
 const MAX_KEY = 255;
-/** A fire id's characters kept as they are in the key; any other is `+` and its UTF-8 bytes in hex. */
-const PLAIN = /[A-Za-z0-9_:@-]/;
+/**
+ * A fire id's characters kept as they are in the key; any other (`:` too, so the key's last
+ * `:fire:` is where the name ends, src/slots.ts counterOf, and an id never makes the key look like
+ * a semaphore's slot) is `+` and its UTF-8 bytes in hex.
+ */
+const PLAIN = /[A-Za-z0-9_@-]/;
 
 const FIRE_RULE = `fire must be an integer number of epoch ms, a valid Date, or a string of 1-${MAX_FIRE} characters (UTF-16 code units) of well-formed Unicode without control characters`;
 
@@ -105,8 +109,8 @@ const hex = (bytes: Uint8Array): string =>
 
 /**
  * The lock key of `fire` for the mutex named `name`: `name:fire:<id>`, the id's characters other
- * than letters, digits and `_ : @ -` written as `+` and their UTF-8 bytes in hex (so the key is a
- * valid lock name, and two ids never share a key). When that is longer than 255 characters (a
+ * than letters, digits and `_ @ -` written as `+` and their UTF-8 bytes in hex (so the key is a
+ * valid lock name, two ids never share a key, and the id holds no `:`). When that is longer than 255 characters (a
  * lock name's limit), `name:fire@<SHA-256 of the id, hex>`; a name too long for that is a
  * RangeError. @internal
  */

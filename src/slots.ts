@@ -40,17 +40,19 @@ export function slotOf(key: string): { name: string; slot: number } | null {
 
 /**
  * A fire's lock key (runOnce, src/once.ts fireKey: `name:fire:<id>`, or `name:fire@<SHA-256 hex>`
- * for a long id): the mutex's name, then `:fire:` and a non-empty id, or `:fire@` and 64 hex digits.
- * Split at the first such `:fire`, so the name holds none.
+ * for a long id): the mutex's name, then `:fire:` and a non-empty id without `:` (fireKey writes
+ * a `:` of the id as `+3A`), or `:fire@` and 64 hex digits. So the split is at the last `:fire`,
+ * and the name may hold `:fire` itself (a mutex named `job:fire` is not `job`'s fire).
  */
-const FIRE_KEY = /^(.+?):fire(?::.+|@[0-9A-F]{64})$/s;
+const FIRE_KEY = /^(.+):fire(?::[^:]+|@[0-9A-F]{64})$/s;
 
 /**
  * The lock key whose fence counter `key`'s leases draw their tokens from: for a fire's key, the
  * mutex's name (so a fire keeps only its expiring record, and tokens increase across the fires
  * and plain leases of a name: docs/DESIGN.md §17); for any other key (a slot key included, which
  * keeps its own counter), `key` itself. A mutex whose name has a fire key's form (`job:fire:x`)
- * shares the counter of `job` too: tokens still strictly increase on every key.
+ * shares the counter of `job` too, and so do its fires: tokens still strictly increase on every
+ * key, and across a name's plain leases and fires.
  */
 export function counterOf(key: string): string {
   let name = key;

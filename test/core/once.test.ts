@@ -290,8 +290,28 @@ describe("counterOf: the fence counter a lock key draws from (DESIGN §17)", () 
       ["job:fire@abc", "job:fire@abc"],
       ["a:fire:b:permit:3", "a:fire:b:permit:3"], // a slot key keeps its own counter
       ["s:permit:3", "s:permit:3"],
+      [await fireKey("job", "x:permit:3"), "job"], // an id never reads as a slot
+      [await fireKey("job:fire", "t"), "job:fire"], // the name may hold :fire
+      [await fireKey("job:fire:x", "t"), "job"], // a look-alike name shares job's counter, like its plain key
+      ["job:fire:x", "job"],
     ]) {
-      expect(counterOf(key!)).toBe(counter);
+      expect(counterOf(key!), key).toBe(counter);
+    }
+    expect(await fireKey("job", "2026-11-24T10:00")).toBe("job:fire:2026-11-24T10+3A00");
+  });
+
+  it("a mutex named job:fire, and a fire id with :permit:, draw from the same counter as their name's plain leases", async () => {
+    const store = memory();
+    for (const name of ["job:fire", "job"]) {
+      const plain = createMutex(store, { name, owner: "plain" });
+      let last = 0;
+      for (let i = 0; i < 3; i++) {
+        const lease = await plain.tryAcquire();
+        last = lease!.token;
+        await lease!.release();
+      }
+      const fired = await runOnce(plain, name === "job" ? "x:permit:3" : "t", (_s, lease) => lease.token);
+      expect(fired.ran && fired.token, name).toBeGreaterThan(last);
     }
   });
 });
