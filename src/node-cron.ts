@@ -78,6 +78,14 @@ export interface OnceCoordinator {
   task<C extends CronContext, T>(
     fn: (context: C, lease: Lease) => T | Promise<T>,
   ): (context: C) => Promise<Awaited<T>>;
+  /**
+   * Gives back every fire this process holds whose task has not started (nothing is recorded: the
+   * fire stays runnable elsewhere), and resolves once every fire it holds has ended. Call it after
+   * node-cron's `task.stop()` or `task.destroy()`: a stop during a task's random start delay
+   * (`maxRandomDelay`) ends node-cron's wait without running the task or calling `onComplete`, and
+   * the fire's lease would otherwise be renewed for as long as the process lives.
+   */
+  close(): Promise<void>;
 }
 
 /** A fire this process holds the lease of, from `shouldRun` to `onComplete`. */
@@ -161,6 +169,16 @@ export function onceCoordinator(mutex: Mutex, options?: CoordinatorOptions): Onc
         if (fire.failure && error === fire.failure.error) return; // node-cron reports the task's error
         throw error;
       }
+    },
+
+    async close() {
+      const fires = [...held.entries()];
+      for (const [key, fire] of fires) {
+        if (fire.started) continue;
+        held.delete(key);
+        fire.end({ error: new Error(`[leasehold] ${AT} closed before the task of ${key} started`) });
+      }
+      await Promise.all(fires.map(([, fire]) => fire.outcome.catch(() => {})));
     },
 
     task<C extends CronContext, T>(fn: (context: C, lease: Lease) => T | Promise<T>) {

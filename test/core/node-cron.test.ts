@@ -27,7 +27,7 @@ describe("onceCoordinator", () => {
     expect(await a.shouldRun(keyOf(c), 30_000)).toBe(true);
     expect(await b.shouldRun(keyOf(c), 30_000)).toBe(false); // running
     expect(await job(c)).toBe("sent");
-    expect(lease?.name).toBe("cron:fire:report:2026-11-24T03:00:00+2E000Z");
+    expect(lease?.name).toBe("cron:fire:report+3A2026-11-24T03+3A00+3A00+2E000Z");
     await a.onComplete(keyOf(c));
     expect(lease?.valid).toBe(false);
     expect(await b.shouldRun(keyOf(c), 30_000)).toBe(false); // done
@@ -36,6 +36,29 @@ describe("onceCoordinator", () => {
     // Another fire, and another task's same fire, are their own.
     expect(await b.shouldRun(keyOf(context("report", new Date(at.getTime() + 1000))), 30_000)).toBe(true);
     expect(await b.shouldRun(keyOf(context("other")), 30_000)).toBe(true);
+  });
+
+  it("close() gives back a fire whose task never started (node-cron's stop() during a random delay), and waits for one that runs", async () => {
+    const store = memory();
+    const a = onceCoordinator(createMutex(store, { name: "cron", owner: "a" }));
+    const b = onceCoordinator(createMutex(store, { name: "cron", owner: "b" }));
+    const stopped = context("report");
+    const running = context("other");
+    expect(await a.shouldRun(keyOf(stopped), 30_000)).toBe(true); // then stop(): no task, no onComplete
+    expect(await a.shouldRun(keyOf(running), 30_000)).toBe(true);
+    let finish = () => {};
+    const task = a.task(() => new Promise<void>((resolve) => (finish = resolve)))(running);
+    let closed = false;
+    const closing = a.close().then(() => (closed = true));
+    await sleep(50);
+    expect(closed).toBe(false); // the running task's fire is still held
+    expect(await b.shouldRun(keyOf(stopped), 30_000)).toBe(true); // given back, not recorded
+    finish();
+    await task;
+    await a.onComplete(keyOf(running));
+    await closing;
+    expect(closed).toBe(true);
+    expect(await b.shouldRun(keyOf(running), 30_000)).toBe(false); // recorded by a
   });
 
   it("does not record a fire whose task threw: the error reaches node-cron, the fire stays runnable", async () => {
