@@ -37,7 +37,7 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
   [
     `${EXIT.unavailable}`,
     ALL,
-    "the backend failed or could not be reached (exec: also when a wait ended so)",
+    "the backend failed or could not be reached (exec: also when a wait ended so; with --once, also when recording a fire failed after the command exited 0: it may run again)",
   ],
   [
     `${EXIT.taken}`,
@@ -47,7 +47,7 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
   [
     `${EXIT.lost}`,
     ["exec"],
-    "the lease was lost while the command ran; the command was stopped (with --once, also: it exited 0 but the fire could not be recorded as done, so it may run again)",
+    "the lease was lost while the command ran; the command was stopped (with --once, also: it exited 0 but the lease was lost before the fire was recorded as done, so it may run again)",
   ],
   [`${EXIT.cannotRun}`, RUNS, "the command could not be run"],
   [`${EXIT.notFound}`, RUNS, "the command was not found"],

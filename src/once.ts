@@ -150,7 +150,9 @@ class FireDone extends Error {
  * it itself with a greater token.
  *
  * When `fn` throws or its lease is lost, the fire is not recorded: a standby or a later call runs
- * it again. `fn`'s error is rethrown; a lease lost before the record was written rejects with
+ * it again. On a store that expires locks by observation (deno-kv, dynamodb: docs/DESIGN.md §14)
+ * a crashed runner's fire is taken over only by a standby, whose wait watches it for a ttl; a call
+ * without `standby` answers `running` until then. `fn`'s error is rethrown; a lease lost before the record was written rejects with
  * {@link LeaseLostError} (the fire may have to run again: fence its effects with `lease.token`).
  * Needs a backend with `complete`: every built-in one (memory, upstash, redis, postgres, deno-kv,
  * cloudflare, dynamodb, azure-blob, and a quorum whose members all have it); on another it throws
@@ -188,7 +190,7 @@ export async function runOnce<T>(
   check(
     typeof complete === "function",
     at,
-    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: every built-in backend, a quorum only when all its members can (docs/once.md)`,
+    `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: every built-in backend, a quorum only when all its members can and their retainRanges overlap (docs/once.md)`,
   );
   check(typeof fn === "function", at, `fn must be a function, got ${kind(fn)}`);
   const { retain = DAY, standby = false, timeout, signal } = optionsOf("runOnce", options);
