@@ -17,7 +17,9 @@
 //   lost lease does not free the new holder's lock;
 // - Azure (ttl ≥ 15 s, so no waiting for a real expiry): the holder's signal aborts by itself
 //   while the blob lease still excludes the other mutex (the guard works), and after the lost
-//   lease is released the other mutex takes over with a greater token.
+//   lease is released the other mutex takes over with a greater token;
+// - runOnce on every one of them: a fire runs once, and a later call on another mutex finds it
+//   done, naming the runner and its token, without running anything.
 import type * as AzureBlobModule from "../../../src/backends/azure-blob/index.ts";
 import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
 import type * as DynamoDBModule from "../../../src/backends/dynamodb/index.ts";
@@ -29,6 +31,7 @@ import type * as Core from "../../../src/index.ts";
 /** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`, `/dynamodb`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
+  runOnce: typeof Core.runOnce;
   isLockError: typeof Core.isLockError;
   memory: typeof MemoryModule.memory;
   upstash: typeof UpstashModule.upstash;
@@ -79,6 +82,12 @@ export const SMOKE_CHECKS: readonly string[] = [
   "dynamodb: await using acquires and releases",
   "dynamodb: exclusive between two mutexes",
   "dynamodb: expires and is taken over with a greater token",
+  "memory: runs a fire once; a later call finds it done",
+  "upstash: runs a fire once; a later call finds it done",
+  "azure-blob: runs a fire once; a later call finds it done",
+  "quorum: runs a fire once; a later call finds it done",
+  "cloudflare: runs a fire once; a later call finds it done",
+  "dynamodb: runs a fire once; a later call finds it done",
 ];
 
 /** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, AWS_*, … */
@@ -172,6 +181,34 @@ async function exclusive(
   pass(`${label}: await using acquires and releases`);
 }
 
+/** runOnce: a fire runs once under a lease; another mutex's later call finds it done, naming the runner. */
+async function once(lib: SmokeLib, backend: Backend, name: string, ttl: number, pass: (c: string) => void) {
+  const { createMutex, runOnce } = lib;
+  const label = backend.name;
+  const fire = Date.UTC(2026, 10, 24);
+  let runs = 0;
+  const job = (_signal: AbortSignal, lease: Core.Lease) => {
+    runs++;
+    return lease.token;
+  };
+  const first = await runOnce(createMutex(backend, { name, ttl, owner: "smoke-a" }), fire, job);
+  check(
+    first.ran && first.value === first.token,
+    `${label}: the first runOnce runs the fire (${JSON.stringify(first)})`,
+  );
+  const late = await runOnce(createMutex(backend, { name, ttl, owner: "smoke-b" }), fire, job);
+  check(
+    !late.ran &&
+      late.reason === "done" &&
+      late.by?.owner === "smoke-a" &&
+      first.ran &&
+      late.by.token === first.token,
+    `${label}: a later runOnce finds the fire done, by the runner (${JSON.stringify(late)})`,
+  );
+  check(runs === 1, `${label}: the job ran once, not ${runs} times`);
+  pass(`${label}: runs a fire once; a later call finds it done`);
+}
+
 /**
  * A short-ttl lease without renewal expires on its own and is taken over (on DynamoDB, a store
  * without expiry, once the other mutex has seen its record unchanged for the ttl).
@@ -236,10 +273,12 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
     (async () => {
       await exclusive(lib, mem, name("x"), 5_000, pass);
       await expiry(lib, mem, name("e"), pass);
+      await once(lib, mem, name("o"), 5_000, pass);
     })(),
     (async () => {
       await exclusive(lib, up, name("x"), 5_000, pass);
       await expiry(lib, up, name("e"), pass);
+      await once(lib, up, name("o"), 5_000, pass);
     })(),
     (async () => {
       const members = [1, 2, 3].map((i) =>
@@ -248,10 +287,12 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       const q = lib.quorum(members);
       await exclusive(lib, q, name("x"), 5_000, pass);
       await expiry(lib, q, name("e"), pass);
+      await once(lib, q, name("o"), 5_000, pass);
     })(),
     (async () => {
       await exclusive(lib, cf, name("x"), 5_000, pass);
       await expiry(lib, cf, name("e"), pass);
+      await once(lib, cf, name("o"), 5_000, pass);
     })(),
     (async () => {
       const d = env.dynamodb;
@@ -265,10 +306,12 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       });
       await exclusive(lib, ddb, name("x"), 5_000, pass);
       await expiry(lib, ddb, name("e"), pass);
+      await once(lib, ddb, name("o"), 5_000, pass);
     })(),
     (async () => {
       await exclusive(lib, az, name("x"), 15_000, pass);
       await azureExpiry(lib, az, name("e"), pass);
+      await once(lib, az, name("o"), 15_000, pass);
     })(),
   ]);
   const missing = SMOKE_CHECKS.filter((c) => !passed.includes(c));

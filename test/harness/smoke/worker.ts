@@ -8,7 +8,7 @@
 // - `fetch`: `/smoke` runs the shared smoke suite inside workerd; `/timers` reports how many
 //   timers are pending in this isolate; `/leak` is the negative control: a lease left unreleased,
 //   which `/timers` must then see.
-import { createMutex, isLockError } from "leasehold";
+import { createMutex, isLockError, runOnce } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -94,7 +94,17 @@ export default {
     const { pathname } = new URL(request.url);
     if (pathname === "/smoke") {
       try {
-        const lib = { createMutex, isLockError, memory, upstash, azureBlob, quorum, durableObject, dynamodb };
+        const lib = {
+          createMutex,
+          isLockError,
+          runOnce,
+          memory,
+          upstash,
+          azureBlob,
+          quorum,
+          durableObject,
+          dynamodb,
+        };
         const result = await smoke(
           lib,
           smokeEnv((name) => env[name]),
