@@ -5,7 +5,9 @@
 //   late    runOnce(mutex, doneFire, noop): the record found; nothing runs
 // Each on upstash(...) through the Upstash REST bridge (requests counted by the bridge), redis()
 // over one ioredis client and postgres() over one pg Pool. Every iteration runs each row once, in
-// a fresh random order. `npx tsx bench/once.ts` runs it alone (its own servers) and prints it.
+// a fresh random order. `npx tsx bench/once.ts` runs it alone (its own servers) and prints it;
+// with `--save` it also puts it into bench/results.json (the other items as they were, the
+// date, commit and machine noted in once.measured) and rewrites bench/RESULTS.md.
 import IORedis from "ioredis";
 import pg from "pg";
 import { postgres } from "../src/backends/postgres/index.ts";
@@ -25,6 +27,8 @@ export interface OnceResult {
   series: Record<string, Record<OnceOp, Summary>>;
   /** Per op: the mean requests the Upstash bridge received for one call. */
   upstashRequests: Record<OnceOp, number>;
+  /** When measured apart from `npm run bench` (`--save`): the date, commit and machine. */
+  measured?: string;
 }
 
 const TTL = 15_000;
@@ -119,6 +123,21 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       QUICK ? 30 : 50,
     );
     console.log(`upstash requests per call: ${JSON.stringify(r.upstashRequests)}`);
+    if (process.argv.includes("--save")) {
+      const { readFileSync, writeFileSync } = await import("node:fs");
+      const { renderMarkdown } = await import("./lib/report.ts");
+      const { cpus } = await import("node:os");
+      const { execSync } = await import("node:child_process");
+      const file = new URL("./results.json", import.meta.url);
+      const saved = JSON.parse(readFileSync(file, "utf8"));
+      const commit = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
+      saved.once = {
+        ...r,
+        measured: `${new Date().toISOString().slice(0, 10)}, commit ${commit}, ${cpus()[0]?.model.trim()} × ${cpus().length}, alone (npx tsx bench/once.ts --save)`,
+      };
+      writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
+      writeFileSync(new URL("./RESULTS.md", import.meta.url), renderMarkdown(saved));
+    }
     for (const [b, byOp] of Object.entries(r.series))
       for (const [op, s] of Object.entries(byOp))
         console.log(

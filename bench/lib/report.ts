@@ -599,7 +599,8 @@ function onceSection(r: OnceResult): string {
       "**late**: `runOnce` on a fire already done: the acquire finds the record and answers done; nothing runs. " +
       "On `upstash(…)` through the Upstash REST bridge, `redis(client)` over one ioredis client and `postgres(pool)` over one pg Pool (fsync off, as in the tests). " +
       `Requests per call on the bridge: plain ${r.upstashRequests.plain}, run ${r.upstashRequests.run}, late ${r.upstashRequests.late}. ` +
-      `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`,
+      `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.` +
+      (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
     "",
     `| op | ${backends.join(" | ")} |`,
     `|---|${backends.map(() => "---|").join("")}`,
