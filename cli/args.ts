@@ -11,6 +11,11 @@ export interface Options {
   backend?: string;
   container?: string;
   createContainer: boolean;
+  /** PostgreSQL, DynamoDB: the lock table, and whether to create it. */
+  table?: string;
+  createTable: boolean;
+  /** Print which backend is used. */
+  verbose: boolean;
   ttl: number;
   grace?: number;
   retryDelay: number;
@@ -112,6 +117,8 @@ export function parse(args: readonly string[]): Options | { help: string } {
     command,
     name,
     createContainer: values.has("--create-container"),
+    createTable: values.has("--create-table"),
+    verbose: values.has("--verbose"),
     ttl: num("--ttl") ?? 15_000,
     retryDelay: num("--retry-delay") ?? 1_000,
     owner: str("--owner") ?? `${hostname()}:${process.pid}`,
@@ -124,6 +131,7 @@ export function parse(args: readonly string[]): Options | { help: string } {
   for (const [key, flag] of [
     ["backend", "--backend"],
     ["container", "--container"],
+    ["table", "--table"],
   ] as const) {
     const v = str(flag);
     if (v !== undefined) options[key] = v;

@@ -5,6 +5,10 @@ export type CommandName = "exec" | "lead" | "status";
 const ALL: readonly CommandName[] = ["exec", "lead", "status"];
 const RUNS: readonly CommandName[] = ["exec", "lead"];
 
+/** The backends the command line reaches. */
+export const BACKENDS = ["redis", "postgres", "upstash", "azure-blob", "dynamodb", "cloudflare"] as const;
+export type BackendName = (typeof BACKENDS)[number];
+
 /** Exit statuses (sysexits.h where one fits). */
 export const EXIT = {
   /** A failure nobody planned for (a bug): the message says what. */
@@ -66,9 +70,21 @@ export interface Flag {
 export const FLAGS: Readonly<Record<string, Flag>> = {
   "--name": { arg: "N", in: ALL, help: "The lock name (required): 1-255 letters, digits, - _ . : / @ +." },
   "--backend": {
-    arg: "upstash|azure-blob",
+    arg: "B",
     in: ALL,
-    help: "Use this backend even when the other one is configured.",
+    help: `The backend: ${BACKENDS.join(", ")}. Needed when the environment configures more than one.`,
+    default: "the one the environment configures",
+  },
+  "--verbose": { in: ALL, help: "Print which backend is used (never a secret) to stderr." },
+  "--table": {
+    arg: "T",
+    in: ALL,
+    help: "DynamoDB: the lock table (partition key pk, String). PostgreSQL: the lock table.",
+    default: "$LEASEHOLD_DYNAMODB_TABLE; PostgreSQL $LEASEHOLD_POSTGRES_TABLE, else leasehold_locks",
+  },
+  "--create-table": {
+    in: ALL,
+    help: "PostgreSQL, DynamoDB: create the lock table when it is missing (needs the right to).",
   },
   "--container": {
     arg: "C",
@@ -156,6 +172,13 @@ export const ENV = {
   upstashToken: "UPSTASH_REDIS_REST_TOKEN",
   azure: "AZURE_STORAGE_CONNECTION_STRING",
   container: "LEASEHOLD_AZURE_CONTAINER",
+  redis: "REDIS_URL",
+  postgres: "DATABASE_URL",
+  postgresTable: "LEASEHOLD_POSTGRES_TABLE",
+  dynamodbTable: "LEASEHOLD_DYNAMODB_TABLE",
+  /** The Durable Object route's URL and bearer secret (not LEASEHOLD_TOKEN: exec gives the command that name for its fencing token). */
+  doUrl: "LEASEHOLD_DO_URL",
+  doSecret: "LEASEHOLD_DO_SECRET",
 } as const;
 
 /** Words wrapped to `width` columns, every line after the first indented by `indent`. */
@@ -194,12 +217,22 @@ function statuses(command?: CommandName): string {
 
 const COMMON_FLAGS = Object.keys(FLAGS).filter((n) => FLAGS[n]!.in.length === ALL.length);
 
-const COMMON = `Backend (from the environment):
+const COMMON = `Backend (from the environment; exactly one, or choose with --backend):
+  ${ENV.redis}
+        redis://[user:password@]host[:port][/db], rediss:// for TLS (leasehold's own client).
+  ${ENV.postgres}
+        postgres://user:password@host:port/db[?sslmode=...], through the pg (or postgres)
+        package installed where leasehold runs; table --table, ${ENV.postgresTable}.
   ${ENV.upstashUrl}, ${ENV.upstashToken}
         Upstash Redis REST URL and token (Vercel's KV_REST_API_URL/_TOKEN also work).
   ${ENV.azure}
         An Azure Storage connection string; the container comes from --container or
-        ${ENV.container}. Used when the Upstash variables are not set.
+        ${ENV.container}.
+  ${ENV.dynamodbTable} (or --table)
+        A DynamoDB table, with AWS_REGION (or AWS_DEFAULT_REGION), AWS_ACCESS_KEY_ID,
+        AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_ENDPOINT_URL(_DYNAMODB).
+  ${ENV.doUrl}, ${ENV.doSecret}
+        A Cloudflare Durable Object: the URL of the route lockHandler serves, and its secret.
 
 Common options:
 ${options(COMMON_FLAGS)}
@@ -258,9 +291,11 @@ The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (this term'
 token) in its environment.`,
   status: `leasehold status --name N [--json]
 
-Prints who holds the lock: '"N" is held by OWNER (token T, ttl left MS ms)' or '"N" is free'.
-With --json: {"name":N,"holder":{"owner":S,"token":T,"ttlLeft":MS}} or {"name":N,"holder":null}
-(ttlLeft only when the backend reports it). Advisory: the holder may change right after.`,
+Prints who holds the lock, and on which backend: '"N" is held by OWNER (token T, ttl left MS ms)
+on BACKEND' or '"N" is free on BACKEND' (BACKEND such as "redis at HOST:PORT, database 0").
+With --json: {"name":N,"holder":{"owner":S,"token":T,"ttlLeft":MS},"backend":BACKEND} or
+{"name":N,"holder":null,"backend":BACKEND} (ttlLeft only when the backend reports it).
+Advisory: the holder may change right after.`,
 };
 
 function commandHelp(command: CommandName): string {

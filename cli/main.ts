@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 /**
  * The `leasehold` command: a distributed `flock` (`exec`), active/passive supervision (`lead`)
- * and a holder lookup (`status`) on the Upstash or Azure Blob backend. Runs on Node 20+, Bun
+ * and a holder lookup (`status`) on every backend a command line reaches (cli/backend.ts). Runs on Node 20+, Bun
  * and Deno (`deno run -A`). The library in src/ uses no Node built-ins; this folder does.
  *
  * @module
@@ -29,8 +29,17 @@ async function main(args: readonly string[], env: Record<string, string | undefi
       write(process.stdout, o.help);
       return 0;
     }
-    const backend = backendFrom(o, env);
-    return await (o.command === "exec" ? exec : o.command === "lead" ? lead : status)(o, backend);
+    const store = await backendFrom(o, env);
+    if (o.verbose) say(`using ${store.label}`);
+    try {
+      return await (o.command === "exec" ? exec : o.command === "lead" ? lead : status)(
+        o,
+        store.backend,
+        store.label,
+      );
+    } finally {
+      await store.close();
+    }
   } catch (error) {
     if (error instanceof UsageError) {
       say(error.message);

@@ -3,7 +3,7 @@
 import { createServer as createHttpServer } from "node:http";
 import { type AddressInfo, createServer, type Socket } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { bare, cli, ctx, sleep, stopChildren, unique, upstashEnv } from "../harness/cli.ts";
+import { bare, cli, closedPort, ctx, sleep, stopChildren, unique, upstashEnv } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
@@ -14,7 +14,7 @@ describe("backend configuration", () => {
       cli(["exec", "--name", "x", "--", "true"], { env: bare }),
       cli(["status", "--name", "x", "--backend", "azure-blob"], { env: upstashEnv }),
       cli(["status", "--name", "x"], { env: { ...bare, UPSTASH_REDIS_REST_URL: ctx.url } }),
-      cli(["status", "--name", "x", "--backend", "redis"], { env: upstashEnv }),
+      cli(["status", "--name", "x", "--backend", "mysql"], { env: upstashEnv }),
     ];
     expect(await Promise.all(runs.map((r) => r.status))).toEqual([2, 2, 2, 2, 2]);
     for (const r of runs.slice(0, 2)) {
@@ -25,7 +25,9 @@ describe("backend configuration", () => {
     }
     expect(runs[2]!.stderr).toMatch(/needs AZURE_STORAGE_CONNECTION_STRING and --container/);
     expect(runs[3]!.stderr).toMatch(/needs UPSTASH_REDIS_REST_TOKEN/);
-    expect(runs[4]!.stderr).toMatch(/--backend must be upstash or azure-blob/);
+    expect(runs[4]!.stderr).toMatch(
+      /--backend must be one of redis, postgres, upstash, azure-blob, dynamodb, cloudflare, got "mysql"/,
+    );
   });
 
   it("a wrong token or URL exits non-zero and never prints the secret", async () => {
@@ -80,13 +82,6 @@ describe("backend configuration", () => {
 });
 
 describe("an unreachable backend is not a taken lock", () => {
-  const closedPort = async () => {
-    const server = createServer();
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const { port } = server.address() as AddressInfo;
-    await new Promise((r) => server.close(r));
-    return port;
-  };
   const deadEnv = async () => ({
     ...upstashEnv,
     UPSTASH_REDIS_REST_URL: `http://127.0.0.1:${await closedPort()}`,

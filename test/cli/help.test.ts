@@ -21,6 +21,16 @@ describe("leasehold --help and usage errors", () => {
         "--create-container",
         "--backend",
         "--name",
+        "REDIS_URL",
+        "DATABASE_URL",
+        "LEASEHOLD_POSTGRES_TABLE",
+        "LEASEHOLD_DYNAMODB_TABLE",
+        "AWS_ENDPOINT_URL",
+        "LEASEHOLD_DO_URL",
+        "LEASEHOLD_DO_SECRET",
+        "--table",
+        "--create-table",
+        "--verbose",
       ]) {
         expect(text).toContain(v);
       }

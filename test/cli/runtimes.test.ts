@@ -1,10 +1,12 @@
-// The command on Bun and Deno, and on Azure Blob (Azurite).
+// The command on Bun and Deno (Upstash, and Redis through leasehold's own client), and on Azure
+// Blob (Azurite).
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { bare, cli, sh, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
 const az = inject("azurite");
+const redisCtx = inject("redis");
 
 describe("other runtimes and backends", () => {
   it.each(["bun", "deno"] as const)(
@@ -13,7 +15,9 @@ describe("other runtimes and backends", () => {
       const name = unique(runtime);
       const status = cli(["status", "--name", name], { runtime });
       expect(await status.status, status.stderr).toBe(0);
-      expect(status.stdout).toBe(`"${name}" is free\n`);
+      expect(status.stdout).toMatch(
+        new RegExp(`^"${name}" is free on upstash at http://127\\.0\\.0\\.1:\\d+\n$`),
+      );
       const exec = sh(["exec", "--name", name], 'echo "token $LEASEHOLD_TOKEN"; exit 7', {
         runtime,
       });
@@ -32,6 +36,13 @@ describe("other runtimes and backends", () => {
       const none = cli(["status", "--name", name], { runtime, env: bare });
       expect(await none.status).toBe(2);
       expect(none.stderr).toMatch(/UPSTASH_REDIS_REST_URL/);
+      // leasehold's own Redis client (node:net) on this runtime: the password and database 1.
+      const onRedis = sh(["exec", "--name", name], 'echo "redis $LEASEHOLD_TOKEN"', {
+        runtime,
+        env: { ...bare, REDIS_URL: `${redisCtx.url}/1` },
+      });
+      expect(await onRedis.status, onRedis.stderr).toBe(0);
+      expect(onRedis.stdout).toMatch(/^redis \d+\n$/);
     },
   );
 
@@ -58,7 +69,11 @@ describe("other runtimes and backends", () => {
       }),
     ];
     expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 2, 69, 2]);
-    expect(runs[0]!.stdout).toBe(`"${name}" is free\n`);
+    expect(runs[0]!.stdout).toMatch(
+      new RegExp(
+        `^"${name}" is free on azure-blob at http://127\\.0\\.0\\.1:\\d+/\\w+, container ${container}\\n$`,
+      ),
+    );
     expect(runs[1]!.stderr).toMatch(
       /ttl must be from 15000 to 60000 ms for the azure-blob backend, got 2000/,
     );

@@ -2,6 +2,7 @@
 // or Bun, or Deno) against the shared Upstash bridge, and watches the processes it starts.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { type AddressInfo, createServer } from "node:net";
 import { Redis } from "@upstash/redis";
 import { inject } from "vitest";
 import { killAll } from "./servers/children.ts";
@@ -16,7 +17,9 @@ export const unique = (what: string) => `cli-${what}-${crypto.randomUUID()}`;
 /** The test runner's environment without any backend configuration. */
 export const bare: Record<string, string | undefined> = Object.fromEntries(
   Object.entries(process.env).filter(
-    ([k]) => !/^(UPSTASH_|KV_REST_API_|AZURE_STORAGE_|LEASEHOLD_)/.test(k) && k !== "NODE_OPTIONS",
+    ([k]) =>
+      !/^(UPSTASH_|KV_REST_API_|AZURE_STORAGE_|LEASEHOLD_|AWS_)/.test(k) &&
+      !["NODE_OPTIONS", "REDIS_URL", "DATABASE_URL"].includes(k),
   ),
 );
 export const upstashEnv = { ...bare, UPSTASH_REDIS_REST_URL: ctx.url, UPSTASH_REDIS_REST_TOKEN: ctx.token };
@@ -121,4 +124,13 @@ export async function gone(pid: number, timeout = 2_000): Promise<boolean> {
 /** Runs `leasehold <args> -- sh -c <script>`. */
 export function sh(args: string[], script: string, options?: Parameters<typeof cli>[1]): Run {
   return cli([...args, "--", "sh", "-c", script], options);
+}
+
+/** A loopback port nothing listens on (it was free a moment ago): a refused connection. */
+export async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((r) => server.close(r));
+  return port;
 }

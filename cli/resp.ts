@@ -1,0 +1,207 @@
+// The CLI's own Redis client (RESP2 over node:net / node:tls): AUTH, SELECT and the EVALSHA/EVAL
+// of the redis backend, in the shape of Bun's RedisClient (`send(command, args)`), so the package
+// needs no Redis library (docs/DESIGN.md §11). The reply parser is shared with the tests' bridge.
+import { Buffer } from "node:buffer";
+import { type Socket, connect as tcp } from "node:net";
+import { connect as tls } from "node:tls";
+
+/** An error reply from Redis (`-ERR ...`), kept as a value so it can sit inside an EXEC array. */
+export class RedisReplyError extends Error {
+  override name = "RedisReplyError";
+}
+
+/** A status reply (`+OK`), distinct from a bulk string because base64 encoding treats OK specially. */
+export class Status {
+  constructor(readonly text: string) {}
+}
+
+export type Reply = Status | RedisReplyError | number | Buffer | null | Reply[];
+
+/** Encodes one command as a RESP array of bulk strings. */
+export function encodeCommand(args: readonly (string | Buffer)[]): Buffer {
+  const parts: Buffer[] = [Buffer.from(`*${args.length}\r\n`)];
+  for (const a of args) {
+    const b = typeof a === "string" ? Buffer.from(a, "utf8") : a;
+    parts.push(Buffer.from(`$${b.length}\r\n`), b, Buffer.from("\r\n"));
+  }
+  return Buffer.concat(parts);
+}
+
+export const incomplete = Symbol("incomplete");
+
+/** Parses one reply at `pos`; returns the reply and the next position, or `incomplete`. */
+export function parse(buf: Buffer, pos: number): { value: Reply; end: number } | typeof incomplete {
+  const eol = buf.indexOf("\r\n", pos);
+  if (eol < 0) return incomplete;
+  const type = String.fromCharCode(buf[pos]!);
+  const line = buf.toString("utf8", pos + 1, eol);
+  const next = eol + 2;
+  switch (type) {
+    case "+":
+      return { value: new Status(line), end: next };
+    case "-":
+      return { value: new RedisReplyError(line), end: next };
+    case ":":
+      return { value: Number(line), end: next };
+    case "$": {
+      const len = Number(line);
+      if (len < 0) return { value: null, end: next };
+      if (buf.length < next + len + 2) return incomplete;
+      return { value: buf.subarray(next, next + len), end: next + len + 2 };
+    }
+    case "*": {
+      const count = Number(line);
+      if (count < 0) return { value: null, end: next };
+      const items: Reply[] = [];
+      let at = next;
+      for (let i = 0; i < count; i++) {
+        const item = parse(buf, at);
+        if (item === incomplete) return incomplete;
+        items.push(item.value);
+        at = item.end;
+      }
+      return { value: items, end: at };
+    }
+    default:
+      throw new Error(`RESP: unexpected reply type ${JSON.stringify(type)}`);
+  }
+}
+
+/**
+ * A socket's "data" handler: parses the replies as they arrive, in order, and hands each to
+ * `reply`; a reply that cannot be parsed goes to `fail` (the connection must then be dropped).
+ */
+export function replyReader(reply: (r: Reply) => void, fail: (e: Error) => void): (chunk: Buffer) => void {
+  let buffer: Buffer = Buffer.alloc(0);
+  return (chunk) => {
+    buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
+    let pos = 0;
+    try {
+      while (pos < buffer.length) {
+        const r = parse(buffer, pos);
+        if (r === incomplete) break;
+        pos = r.end;
+        reply(r.value);
+      }
+    } catch (error) {
+      fail(error as Error);
+      return;
+    }
+    buffer = buffer.subarray(pos);
+  };
+}
+
+/** Where a `redis://` or `rediss://` URL points, and how to log in. */
+export interface RedisTarget {
+  host: string;
+  port: number;
+  tls: boolean;
+  username?: string;
+  password?: string;
+  db: number;
+}
+
+/** Reads a `REDIS_URL`: `redis[s]://[user[:password]@]host[:port][/db]`; an Error says what is wrong. */
+export function parseRedisUrl(text: string): RedisTarget {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new Error("must be a URL such as redis://user:password@host:6379/0");
+  }
+  if (url.protocol !== "redis:" && url.protocol !== "rediss:")
+    throw new Error(`must start with redis:// or rediss:// (TLS), got ${url.protocol}//`);
+  if (url.hostname === "") throw new Error("has no host");
+  const path = url.pathname.replace(/^\//, "");
+  if (!/^\d{0,5}$/.test(path)) throw new Error("must end with a database number (/0, /1, ...) or nothing");
+  const target: RedisTarget = {
+    host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
+    port: url.port === "" ? 6379 : Number(url.port),
+    tls: url.protocol === "rediss:",
+    db: path === "" ? 0 : Number(path),
+  };
+  if (url.username !== "") target.username = decodeURIComponent(url.username);
+  if (url.password !== "") target.password = decodeURIComponent(url.password);
+  return target;
+}
+
+/** A reply as the redis backend reads Bun's: strings, numbers, null, arrays; an error reply throws. */
+function plain(reply: Reply): unknown {
+  if (reply instanceof RedisReplyError) return reply;
+  if (reply instanceof Status) return reply.text;
+  if (Buffer.isBuffer(reply)) return reply.toString("utf8");
+  if (Array.isArray(reply)) return reply.map(plain);
+  return reply;
+}
+
+/** How long a command may wait for its reply before the connection is dropped (and made again). */
+const ANSWER_WITHIN = 10_000;
+
+/**
+ * One connection to `t`, made on the first command and made again after it broke: every command
+ * is sent after the AUTH and SELECT its connection began with. `close()` ends it.
+ */
+export function redisClient(t: RedisTarget) {
+  let current:
+    | { socket: Socket; pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] }
+    | undefined;
+  let closed = false;
+
+  function open() {
+    const socket = t.tls
+      ? tls({ host: t.host, port: t.port, ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }) })
+      : tcp({ host: t.host, port: t.port });
+    const conn = { socket, pending: [] as { resolve: (r: Reply) => void; reject: (e: Error) => void }[] };
+    const fail = (error: Error) => {
+      if (current === conn) current = undefined;
+      for (const p of conn.pending.splice(0)) p.reject(error);
+      socket.destroy();
+    };
+    socket.setNoDelay(true);
+    socket.setTimeout(ANSWER_WITHIN, () => {
+      if (conn.pending.length > 0)
+        fail(new Error(`no answer from ${t.host}:${t.port} within ${ANSWER_WITHIN} ms`));
+    });
+    socket.on(
+      "data",
+      replyReader((r) => conn.pending.shift()?.resolve(r), fail),
+    );
+    socket.on("error", (error) => fail(new Error(`${t.host}:${t.port}: ${error.message}`)));
+    socket.on("close", () => fail(new Error(`connection to ${t.host}:${t.port} closed`)));
+    current = conn;
+    const login: string[][] = [];
+    if (t.password !== undefined)
+      login.push(t.username === undefined ? ["AUTH", t.password] : ["AUTH", t.username, t.password]);
+    if (t.db !== 0) login.push(["SELECT", String(t.db)]);
+    // Pipelined before any command: a refused AUTH or SELECT fails the command that opened it.
+    const ready = Promise.all(login.map((args) => request(conn, args)));
+    ready.catch(() => socket.destroy());
+    return { conn, ready };
+  }
+
+  function request(conn: NonNullable<typeof current>, args: string[]): Promise<Reply> {
+    return new Promise<Reply>((resolve, reject) => {
+      conn.pending.push({ resolve, reject });
+      conn.socket.write(encodeCommand(args));
+    });
+  }
+
+  let opened: ReturnType<typeof open> | undefined;
+  return {
+    async send(command: string, args: string[]): Promise<unknown> {
+      if (closed) throw new Error("the connection is closed");
+      if (opened === undefined || current !== opened.conn) opened = open();
+      const { conn, ready } = opened;
+      const reply = request(conn, [command, ...args]);
+      reply.catch(() => {}); // a refused login fails it too: the login's error is the one thrown
+      for (const r of await ready) if (r instanceof RedisReplyError) throw r;
+      const value = plain(await reply);
+      if (value instanceof RedisReplyError) throw value;
+      return value;
+    },
+    close(): void {
+      closed = true;
+      current?.socket.destroy();
+    },
+  };
+}

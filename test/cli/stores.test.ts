@@ -1,0 +1,199 @@
+// Every store a command line reaches (cli/backend.ts): redis (leasehold's own RESP client, with
+// a password and a second database), postgres (the installed pg), dynamodb (dynalite) and the
+// Durable Object's route (workerd), each against its real server: status, exec, exec --once, the
+// backend printed, a wrong password or an unreachable host, and ambiguous configuration refused.
+import IORedis from "ioredis";
+import pg from "pg";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import type { Backend } from "../../src/backend.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
+import { dynamodb } from "../../src/backends/dynamodb/index.ts";
+import { postgres } from "../../src/backends/postgres/index.ts";
+import { redis } from "../../src/backends/redis/index.ts";
+import { createMutex } from "../../src/index.ts";
+import { bare, cli, closedPort, stopChildren, unique } from "../harness/cli.ts";
+
+afterEach(stopChildren);
+
+const r = inject("redis");
+const pgc = inject("postgres");
+const dyn = inject("dynamodb");
+const cf = inject("cloudflare");
+
+const ioredis = new IORedis(`${r.url}/1`, { lazyConnect: false });
+const pool = new pg.Pool({ connectionString: pgc.url, max: 2 });
+const table = `cli_stores_${crypto.randomUUID().slice(0, 8)}`;
+afterAll(async () => {
+  ioredis.disconnect();
+  await pool.query(`DROP TABLE IF EXISTS "${table}"`).catch(() => {});
+  await pool.end();
+});
+
+interface Store {
+  name: string;
+  env: Record<string, string | undefined>;
+  /** The same store through the library, to hold a lock the CLI must see. */
+  backend: () => Backend;
+  label: RegExp;
+  args?: string[];
+}
+
+const STORES: Store[] = [
+  {
+    name: "redis",
+    // The ACL user and its password, on database 1: the holder below uses database 1 too.
+    env: { ...bare, REDIS_URL: `${r.url}/1` },
+    backend: () => redis(ioredis),
+    label: new RegExp(`redis at 127\\.0\\.0\\.1:${r.port}, database 1`),
+  },
+  {
+    name: "postgres",
+    env: { ...bare, DATABASE_URL: pgc.url, LEASEHOLD_POSTGRES_TABLE: table },
+    backend: () => postgres(pool, { table, createTable: true }),
+    label: new RegExp(`postgres at 127\\.0\\.0\\.1:${pgc.port}/postgres, table ${table} \\(driver: pg\\)`),
+    args: ["--create-table"],
+  },
+  {
+    name: "dynamodb",
+    env: {
+      ...bare,
+      AWS_REGION: dyn.region,
+      AWS_ACCESS_KEY_ID: dyn.credentials.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: dyn.credentials.secretAccessKey,
+      AWS_ENDPOINT_URL_DYNAMODB: dyn.endpoint,
+      LEASEHOLD_DYNAMODB_TABLE: dyn.table,
+    },
+    backend: () =>
+      dynamodb({
+        table: dyn.table,
+        region: dyn.region,
+        credentials: dyn.credentials,
+        endpoint: dyn.endpoint,
+      }),
+    label: new RegExp(`dynamodb table ${dyn.table} in ${dyn.region} at http://127\\.0\\.0\\.1:\\d+`),
+  },
+  {
+    name: "cloudflare",
+    env: { ...bare, LEASEHOLD_DO_URL: cf.url, LEASEHOLD_DO_SECRET: cf.token },
+    backend: () => durableObject({ url: cf.url, token: cf.token }),
+    label: /cloudflare at http:\/\/127\.0\.0\.1:\d+\/leasehold/,
+  },
+];
+
+describe.each(STORES)("the $name backend", (store) => {
+  const run = (args: string[], script?: string) =>
+    cli([...args, ...(store.args ?? []), ...(script === undefined ? [] : ["--", "sh", "-c", script])], {
+      env: store.env,
+    });
+
+  it("status prints free, then the holder, and which backend; --verbose says it too", async () => {
+    const name = unique(store.name);
+    const free = run(["status", "--name", name, "--verbose"]);
+    expect(await free.status).toBe(0);
+    expect(free.stdout).toMatch(new RegExp(`^"${name}" is free on ${store.label.source}\\n$`));
+    expect(free.stderr).toMatch(new RegExp(`^leasehold: using ${store.label.source}\\n$`));
+    const lease = await createMutex(store.backend(), { name, ttl: 10_000, owner: "held-here" }).acquire({
+      timeout: 10_000,
+    });
+    try {
+      const held = run(["status", "--name", name, "--json"]);
+      expect(await held.status).toBe(0);
+      expect(JSON.parse(held.stdout)).toMatchObject({
+        name,
+        holder: { owner: "held-here", token: lease.token },
+        backend: expect.stringMatching(store.label),
+      });
+      // Held elsewhere: exec makes one attempt and exits 75 without running the command.
+      const taken = run(["exec", "--name", name], "echo ran");
+      expect(await taken.status).toBe(75);
+      expect(taken.stdout).toBe("");
+    } finally {
+      await lease.release();
+    }
+  });
+
+  it("exec runs the command under the lock; exec --once runs a fire once", async () => {
+    const name = unique(store.name);
+    const ran = run(["exec", "--name", name], 'echo "token $LEASEHOLD_TOKEN"');
+    expect(await ran.status).toBe(0);
+    expect(ran.stdout).toMatch(/^token \d+\n$/);
+    const first = run(["exec", "--once", "--fire", "f1", "--name", name], "echo once");
+    expect(await first.status).toBe(0);
+    expect(first.stdout).toBe("once\n");
+    const again = run(["exec", "--once", "--fire", "f1", "--name", name], "echo once");
+    expect(await again.status).toBe(0);
+    expect(again.stdout).toBe("");
+    expect(again.stderr).toMatch(/already done/);
+  });
+
+  it("lead runs the command while leading and exits 0 on SIGTERM, releasing the lock", async () => {
+    const name = unique(store.name);
+    const leading = run(["lead", "--name", name], "echo leading; exec sleep 60");
+    await leading.printed("leading", 1, 20_000);
+    leading.child.kill("SIGTERM");
+    expect(await leading.status).toBe(0);
+    const after = run(["status", "--name", name]);
+    expect(await after.status).toBe(0);
+    expect(after.stdout).toMatch(/ is free on /);
+  });
+});
+
+describe("connection problems", () => {
+  it("a wrong password exits 2 (redis, postgres) and is never printed", async () => {
+    const wrong = `wrong-${crypto.randomUUID()}`;
+    const runs = [
+      cli(["status", "--name", "x"], {
+        env: { ...bare, REDIS_URL: `redis://${r.username}:${wrong}@127.0.0.1:${r.port}/1` },
+      }),
+      cli(["status", "--name", "x"], {
+        env: { ...bare, DATABASE_URL: pgc.url.replace(`:${pgc.password}@`, `:${wrong}@`) },
+      }),
+    ];
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2]);
+    expect(runs[0]!.stderr).toMatch(/WRONGPASS/);
+    expect(runs[1]!.stderr).toMatch(/password authentication failed/);
+    for (const x of runs) expect(x.stdout + x.stderr).not.toContain(wrong);
+  });
+
+  it("an unreachable host exits 69 (redis, postgres)", async () => {
+    const [a, b] = [await closedPort(), await closedPort()];
+    const runs = [
+      cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: `redis://127.0.0.1:${a}` } }),
+      cli(["status", "--name", "x"], {
+        env: { ...bare, DATABASE_URL: `postgres://u:p@127.0.0.1:${b}/db` },
+      }),
+    ];
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([69, 69]);
+    expect(runs[0]!.stderr).toMatch(/ECONNREFUSED/);
+    expect(runs[1]!.stderr).toMatch(/ECONNREFUSED/);
+  });
+
+  it("a bad URL is a usage error naming the variable", async () => {
+    const runs = [
+      cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: "http://127.0.0.1:6379" } }),
+      cli(["status", "--name", "x", "--backend", "postgres"], {
+        env: { ...bare, DATABASE_URL: "mysql://u:p@h/db" },
+      }),
+      cli(["status", "--name", "x", "--backend", "dynamodb"], { env: bare }),
+    ];
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
+    expect(runs[0]!.stderr).toMatch(/REDIS_URL: must start with redis:\/\/ or rediss:\/\//);
+    expect(runs[1]!.stderr).toMatch(/DATABASE_URL must start with postgres:\/\//);
+    expect(runs[2]!.stderr).toMatch(/needs --table \(or LEASEHOLD_DYNAMODB_TABLE\)/);
+  });
+});
+
+describe("ambiguous configuration", () => {
+  it("two stores' variables and no --backend exits 2 naming both; --backend chooses", async () => {
+    const env = { ...bare, REDIS_URL: r.url, DATABASE_URL: pgc.url };
+    const refused = cli(["status", "--name", "x"], { env });
+    expect(await refused.status).toBe(2);
+    expect(refused.stderr).toMatch(
+      /more than one backend is configured \(REDIS_URL: redis; DATABASE_URL: postgres\): choose one with --backend redis\|postgres/,
+    );
+    expect(refused.stderr).not.toContain(r.password);
+    const chosen = cli(["status", "--name", unique("chosen"), "--backend", "redis"], { env });
+    expect(await chosen.status).toBe(0);
+    expect(chosen.stdout).toMatch(/is free on redis at .*, database 0\n$/);
+  });
+});
