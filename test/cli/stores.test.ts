@@ -2,6 +2,12 @@
 // a password and a second database), postgres (the installed pg), dynamodb (dynalite) and the
 // Durable Object's route (workerd), each against its real server: status, exec, exec --once, the
 // backend printed, a wrong password or an unreachable host, and ambiguous configuration refused.
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { connect as tcpConnect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createServer as createTlsServer } from "node:tls";
 import IORedis from "ioredis";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
@@ -11,7 +17,8 @@ import { dynamodb } from "../../src/backends/dynamodb/index.ts";
 import { postgres } from "../../src/backends/postgres/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { createMutex } from "../../src/index.ts";
-import { bare, cli, closedPort, stopChildren, unique } from "../harness/cli.ts";
+import { bare, cli, closedPort, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
+import { startTcpFaultProxy } from "../harness/servers/tcp-fault-proxy.ts";
 
 afterEach(stopChildren);
 
@@ -195,5 +202,86 @@ describe("ambiguous configuration", () => {
     const chosen = cli(["status", "--name", unique("chosen"), "--backend", "redis"], { env });
     expect(await chosen.status).toBe(0);
     expect(chosen.stdout).toMatch(/is free on redis at .*, database 0\n$/);
+  });
+});
+
+describe("leasehold's Redis client", () => {
+  it("rediss:// speaks TLS, trusting NODE_EXTRA_CA_CERTS, and refuses a certificate it cannot verify", async () => {
+    // A TLS terminator with a throwaway self-signed certificate in front of the shared redis-server.
+    const dir = mkdtempSync(join(tmpdir(), "cli-tls-"));
+    const [key, cert] = [join(dir, "key.pem"), join(dir, "cert.pem")];
+    execFileSync(
+      "openssl",
+      [
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        key,
+        "-out",
+        cert,
+        "-days",
+        "1",
+        "-subj",
+        "/CN=localhost",
+        "-addext",
+        "subjectAltName=DNS:localhost,IP:127.0.0.1",
+      ],
+      { stdio: "ignore" },
+    );
+    const server = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (socket) => {
+      const upstream = tcpConnect({ host: "127.0.0.1", port: r.port });
+      socket.pipe(upstream).pipe(socket);
+      socket.on("error", () => upstream.destroy());
+      upstream.on("error", () => socket.destroy());
+    });
+    await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+    try {
+      const port = (server.address() as { port: number }).port;
+      const env = { ...bare, REDIS_URL: `rediss://${r.username}:${r.password}@localhost:${port}/1` };
+      const trusted = cli(["status", "--name", unique("tls")], {
+        env: { ...env, NODE_EXTRA_CA_CERTS: cert },
+      });
+      const untrusted = cli(["status", "--name", unique("tls")], { env });
+      expect(await trusted.status, trusted.stderr).toBe(0);
+      expect(trusted.stdout).toMatch(
+        new RegExp(`is free on redis at localhost:${port}, database 1 \\(TLS\\)\\n$`),
+      );
+      expect(await untrusted.status).toBe(69);
+      expect(untrusted.stderr).toMatch(/self[- ]signed certificate/);
+    } finally {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("makes a new connection after one broke: exec --wait takes the lock once it is free", async () => {
+    const proxy = await startTcpFaultProxy(r.port);
+    const name = unique("reconnect");
+    const lease = await createMutex(redis(ioredis), { name, ttl: 20_000 }).acquire({ timeout: 10_000 });
+    try {
+      const waiting = sh(
+        ["exec", "--name", name, "--wait", "--timeout", "25000", "--retry-delay", "300"],
+        "echo ran",
+        {
+          env: { ...bare, REDIS_URL: `redis://${r.username}:${r.password}@127.0.0.1:${proxy.port}/1` },
+        },
+      );
+      // Every connection it makes is reset at its first byte for a while (it keeps trying)...
+      proxy.setFaults({ seed: 1, delay: 0, reset: 1, partition: 0, delayMs: [0, 0], partitionMs: [0, 0] });
+      const end = performance.now() + 15_000;
+      while (proxy.counts().reset < 2 && performance.now() < end) await sleep(50);
+      expect(proxy.counts().reset).toBeGreaterThanOrEqual(2);
+      proxy.setFaults(undefined);
+      // ...then the lock is freed: the next attempt, on a new connection, takes it.
+      await lease.release();
+      expect(await waiting.status, waiting.stderr).toBe(0);
+      expect(waiting.stdout).toBe("ran\n");
+    } finally {
+      await lease.release();
+      await proxy.stop();
+    }
   });
 });
