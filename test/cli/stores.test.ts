@@ -2,7 +2,6 @@
 // a password and a second database), postgres (the installed pg), dynamodb (dynalite) and the
 // Durable Object's route (workerd), each against its real server: status, exec, exec --once, the
 // backend printed, a wrong password or an unreachable host, and ambiguous configuration refused.
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { connect as tcpConnect } from "node:net";
 import { tmpdir } from "node:os";
@@ -18,6 +17,7 @@ import { postgres } from "../../src/backends/postgres/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { createMutex } from "../../src/index.ts";
 import { bare, cli, closedPort, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
+import { selfSigned } from "../harness/servers/azurite.ts";
 import { startTcpFaultProxy } from "../harness/servers/tcp-fault-proxy.ts";
 
 afterEach(stopChildren);
@@ -209,28 +209,9 @@ describe("leasehold's Redis client", () => {
   it("rediss:// speaks TLS, trusting NODE_EXTRA_CA_CERTS, and refuses a certificate it cannot verify", async () => {
     // A TLS terminator with a throwaway self-signed certificate in front of the shared redis-server.
     const dir = mkdtempSync(join(tmpdir(), "cli-tls-"));
-    const [key, cert] = [join(dir, "key.pem"), join(dir, "cert.pem")];
-    execFileSync(
-      "openssl",
-      [
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        key,
-        "-out",
-        cert,
-        "-days",
-        "1",
-        "-subj",
-        "/CN=localhost",
-        "-addext",
-        "subjectAltName=DNS:localhost,IP:127.0.0.1",
-      ],
-      { stdio: "ignore" },
-    );
+    const pems = selfSigned(dir);
+    if (pems === null) throw new Error("openssl is needed to make a test certificate");
+    const { key, cert } = pems;
     const server = createTlsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (socket) => {
       const upstream = tcpConnect({ host: "127.0.0.1", port: r.port });
       socket.pipe(upstream).pipe(socket);
@@ -240,14 +221,14 @@ describe("leasehold's Redis client", () => {
     await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
     try {
       const port = (server.address() as { port: number }).port;
-      const env = { ...bare, REDIS_URL: `rediss://${r.username}:${r.password}@localhost:${port}/1` };
+      const env = { ...bare, REDIS_URL: `rediss://${r.username}:${r.password}@127.0.0.1:${port}/1` };
       const trusted = cli(["status", "--name", unique("tls")], {
         env: { ...env, NODE_EXTRA_CA_CERTS: cert },
       });
       const untrusted = cli(["status", "--name", unique("tls")], { env });
       expect(await trusted.status, trusted.stderr).toBe(0);
       expect(trusted.stdout).toMatch(
-        new RegExp(`is free on redis at localhost:${port}, database 1 \\(TLS\\)\\n$`),
+        new RegExp(`is free on redis at 127\\.0\\.0\\.1:${port}, database 1 \\(TLS\\)\\n$`),
       );
       expect(await untrusted.status).toBe(69);
       expect(untrusted.stderr).toMatch(/self[- ]signed certificate/);

@@ -55,7 +55,7 @@ function canConnect(port: number): Promise<boolean> {
 }
 
 /** A self-signed certificate for 127.0.0.1 made with the openssl CLI, or null when there is none. */
-function selfSigned(dir: string): { cert: string; key: string } | null {
+export function selfSigned(dir: string): { cert: string; key: string } | null {
   const cert = join(dir, "cert.pem");
   const key = join(dir, "key.pem");
   try {
