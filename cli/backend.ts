@@ -1,9 +1,5 @@
 // The backend the environment and the flags describe: each store configured as its ecosystem
 // does (docs/cli.md, "Backends"), one at a time.
-import { createRequire } from "node:module";
-import { join } from "node:path";
-import process from "node:process";
-import { pathToFileURL } from "node:url";
 import type { Backend } from "../src/backend.ts";
 import { parseConnectionString } from "../src/backends/azure-blob/auth.ts";
 import { azureBlob } from "../src/backends/azure-blob/index.ts";
@@ -15,6 +11,7 @@ import { fromEnv } from "../src/backends/upstash/index.ts";
 import type { Options } from "./args.ts";
 import { BACKENDS, type BackendName, ENV } from "./help.ts";
 import { messageOf, secrets, UsageError } from "./output.ts";
+import { parsePostgresUrl, postgresClient } from "./pgwire.ts";
 import { parseRedisUrl, redisClient } from "./resp.ts";
 
 type Env = Record<string, string | undefined>;
@@ -45,7 +42,7 @@ const SIGNS: Record<BackendName, (env: Env) => string[]> = {
 const set = (env: Env, name: string) => (env[name] ?? "") !== "";
 
 /** The backend the environment and flags describe; a UsageError names what is missing or ambiguous. */
-export async function backendFrom(o: Options, env: Env): Promise<Store> {
+export function backendFrom(o: Options, env: Env): Store {
   const kind = o.backend ?? detect(env);
   if (!(BACKENDS as readonly string[]).includes(kind))
     throw new UsageError(`--backend must be one of ${BACKENDS.join(", ")}, got ${JSON.stringify(kind)}`);
@@ -86,7 +83,7 @@ const hostOf = (url: URL) => `${url.protocol}//${url.host}${url.pathname === "/"
 
 const noClose = async () => {};
 
-const BUILD: Record<BackendName, (o: Options, env: Env) => Store | Promise<Store>> = {
+const BUILD: Record<BackendName, (o: Options, env: Env) => Store> = {
   upstash(_o, env) {
     const missing = [ENV.upstashUrl, ENV.upstashToken].filter(
       (v, n) => !set(env, v) && !set(env, n === 0 ? "KV_REST_API_URL" : "KV_REST_API_TOKEN"),
@@ -148,32 +145,23 @@ const BUILD: Record<BackendName, (o: Options, env: Env) => Store | Promise<Store
     };
   },
 
-  async postgres(o, env) {
+  postgres(o, env) {
     needs("postgres", set(env, ENV.postgres) ? [] : [ENV.postgres]);
     const text = env[ENV.postgres]!;
     secrets.push(text);
-    let url: URL;
-    try {
-      url = new URL(text);
-    } catch {
-      throw new UsageError(`${ENV.postgres} must be a URL such as postgres://user:password@host:5432/db`);
-    }
-    if (!POSTGRES_URL.test(text))
-      throw new UsageError(
-        `${ENV.postgres} must start with postgres:// or postgresql://, got ${url.protocol}//`,
-      );
-    if (url.password !== "") secrets.push(decodeURIComponent(url.password), url.password);
+    const target = configured(ENV.postgres, () => parsePostgresUrl(text));
+    if (target.password !== undefined) secrets.push(target.password, encodeURIComponent(target.password));
     const table = o.table ?? env[ENV.postgresTable];
-    const driver = await postgresDriver(text);
+    const client = postgresClient(target);
     const backend = configured(
       o.table === undefined && table !== undefined ? ENV.postgresTable : "--table",
-      () =>
-        postgres(driver.client, { ...(table === undefined ? {} : { table }), createTable: o.createTable }),
+      () => postgres(client, { ...(table === undefined ? {} : { table }), createTable: o.createTable }),
     );
+    const host = target.host.includes(":") ? `[${target.host}]` : target.host;
     return {
       backend,
-      label: `postgres at ${url.host}${url.pathname}, table ${table ?? "leasehold_locks"} (driver: ${driver.name})`,
-      close: driver.close,
+      label: `postgres at ${host}:${target.port}/${target.database}, table ${table ?? "leasehold_locks"} (sslmode ${target.sslmode})`,
+      close: () => client.end(),
     };
   },
 
@@ -207,47 +195,3 @@ const BUILD: Record<BackendName, (o: Options, env: Env) => Store | Promise<Store
     });
   },
 };
-
-/**
- * The PostgreSQL driver the user installed, `pg` or else `postgres` (postgres.js), found from the
- * working directory first and then from leasehold's own location; a UsageError says what to
- * install when neither is there (docs/DESIGN.md §11).
- */
-async function postgresDriver(
-  url: string,
-): Promise<{ name: string; client: Parameters<typeof postgres>[0]; close(): Promise<void> }> {
-  const load = async (name: string): Promise<Record<string, unknown> | undefined> => {
-    let path: string;
-    try {
-      path = pathToFileURL(createRequire(join(process.cwd(), "_")).resolve(name)).href;
-    } catch {
-      path = name;
-    }
-    try {
-      return (await import(path)) as Record<string, unknown>;
-    } catch {
-      return undefined;
-    }
-  };
-  const pg = await load("pg");
-  if (pg) {
-    const Pool = ((pg.default as Record<string, unknown> | undefined)?.Pool ?? pg.Pool) as new (
-      options: object,
-    ) => { query: never; end(): Promise<void>; on(event: string, f: () => void): void };
-    const pool = new Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 10_000 });
-    pool.on("error", () => {}); // an idle connection's failure: the next query reports it
-    return { name: "pg", client: pool, close: () => pool.end().catch(() => {}) };
-  }
-  const pgjs = await load("postgres");
-  if (pgjs) {
-    const make = (pgjs.default ?? pgjs) as (
-      url: string,
-      options: object,
-    ) => { unsafe: never; end(o: object): Promise<void> };
-    const sql = make(url, { max: 2, connect_timeout: 10, onnotice: () => {} });
-    return { name: "postgres", client: sql, close: () => sql.end({ timeout: 1 }).catch(() => {}) };
-  }
-  throw new UsageError(
-    "the postgres backend needs a PostgreSQL driver installed where you run leasehold: npm install pg (or postgres)",
-  );
-}

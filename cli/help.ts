@@ -221,8 +221,8 @@ const COMMON = `Backend (from the environment; exactly one, or choose with --bac
   ${ENV.redis}
         redis://[user:password@]host[:port][/db], rediss:// for TLS (leasehold's own client).
   ${ENV.postgres}
-        postgres://user:password@host:port/db[?sslmode=...], through the pg (or postgres)
-        package installed where leasehold runs; table --table, ${ENV.postgresTable}.
+        postgres://user:password@host:port/db[?sslmode=disable|prefer|require|verify-ca|
+        verify-full] (leasehold's own client); the table from --table or ${ENV.postgresTable}.
   ${ENV.upstashUrl}, ${ENV.upstashToken}
         Upstash Redis REST URL and token (Vercel's KV_REST_API_URL/_TOKEN also work).
   ${ENV.azure}

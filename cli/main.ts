@@ -29,7 +29,7 @@ async function main(args: readonly string[], env: Record<string, string | undefi
       write(process.stdout, o.help);
       return 0;
     }
-    const store = await backendFrom(o, env);
+    const store = backendFrom(o, env);
     if (o.verbose) say(`using ${store.label}`);
     try {
       return await (o.command === "exec" ? exec : o.command === "lead" ? lead : status)(

@@ -1,4 +1,5 @@
-// The command on Bun and Deno (Upstash, and Redis through leasehold's own client), and on Azure
+// The command on Bun and Deno (Upstash, and Redis and PostgreSQL through leasehold's own
+// clients), and on Azure
 // Blob (Azurite).
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { bare, cli, sh, stopChildren, unique } from "../harness/cli.ts";
@@ -7,6 +8,7 @@ afterEach(stopChildren);
 
 const az = inject("azurite");
 const redisCtx = inject("redis");
+const pgCtx = inject("postgres");
 
 describe("other runtimes and backends", () => {
   it.each(["bun", "deno"] as const)(
@@ -43,6 +45,13 @@ describe("other runtimes and backends", () => {
       });
       expect(await onRedis.status, onRedis.stderr).toBe(0);
       expect(onRedis.stdout).toMatch(/^redis \d+\n$/);
+      // And its own PostgreSQL client (SCRAM-SHA-256 over node:net, the extended query protocol).
+      const onPostgres = sh(["exec", "--create-table", "--name", name], 'echo "postgres $LEASEHOLD_TOKEN"', {
+        runtime,
+        env: { ...bare, DATABASE_URL: pgCtx.url, LEASEHOLD_POSTGRES_TABLE: "cli_runtimes" },
+      });
+      expect(await onPostgres.status, onPostgres.stderr).toBe(0);
+      expect(onPostgres.stdout).toMatch(/^postgres \d+\n$/);
     },
   );
 

@@ -1,12 +1,17 @@
 // Every store a command line reaches (cli/backend.ts): redis (leasehold's own RESP client, with
-// a password and a second database), postgres (the installed pg), dynamodb (dynalite) and the
+// a password and a second database), postgres (its own client too), dynamodb (dynalite) and the
 // Durable Object's route (workerd), each against its real server: status, exec, exec --once, the
 // backend printed, a wrong password or an unreachable host, and ambiguous configuration refused.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { connect as tcpConnect } from "node:net";
+import {
+  type AddressInfo,
+  createServer as createTcpServer,
+  type Socket,
+  connect as tcpConnect,
+} from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createServer as createTlsServer } from "node:tls";
+import { createServer as createTlsServer, TLSSocket } from "node:tls";
 import IORedis from "ioredis";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
@@ -57,7 +62,9 @@ const STORES: Store[] = [
     name: "postgres",
     env: { ...bare, DATABASE_URL: pgc.url, LEASEHOLD_POSTGRES_TABLE: table },
     backend: () => postgres(pool, { table, createTable: true }),
-    label: new RegExp(`postgres at 127\\.0\\.0\\.1:${pgc.port}/postgres, table ${table} \\(driver: pg\\)`),
+    label: new RegExp(
+      `postgres at 127\\.0\\.0\\.1:${pgc.port}/postgres, table ${table} \\(sslmode prefer\\)`,
+    ),
     args: ["--create-table"],
   },
   {
@@ -185,7 +192,7 @@ describe("connection problems", () => {
     ];
     expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
     expect(runs[0]!.stderr).toMatch(/REDIS_URL: must start with redis:\/\/ or rediss:\/\//);
-    expect(runs[1]!.stderr).toMatch(/DATABASE_URL must start with postgres:\/\//);
+    expect(runs[1]!.stderr).toMatch(/DATABASE_URL: must start with postgres:\/\//);
     expect(runs[2]!.stderr).toMatch(/needs --table \(or LEASEHOLD_DYNAMODB_TABLE\)/);
   });
 });
@@ -263,6 +270,72 @@ describe("leasehold's Redis client", () => {
     } finally {
       await lease.release();
       await proxy.stop();
+    }
+  });
+});
+
+describe("leasehold's PostgreSQL client", () => {
+  it("sslmode: TLS when the server offers it (verify-full checks the certificate), refused when required and not offered", async () => {
+    // A proxy that answers PostgreSQL's SSLRequest with S, speaks TLS with a throwaway
+    // certificate, and passes the plain protocol on to the shared server.
+    const dir = mkdtempSync(join(tmpdir(), "cli-pgtls-"));
+    const pems = selfSigned(dir);
+    if (pems === null) throw new Error("openssl is needed to make a test certificate");
+    const sockets: Socket[] = [];
+    let tlsSessions = 0;
+    const proxy = createTcpServer((socket) => {
+      sockets.push(socket);
+      socket.once("data", (first: Buffer) => {
+        if (first.length !== 8 || first.readInt32BE(4) !== 80877103) {
+          socket.destroy();
+          return;
+        }
+        socket.write("S");
+        const secure = new TLSSocket(socket, {
+          isServer: true,
+          key: readFileSync(pems.key),
+          cert: readFileSync(pems.cert),
+        });
+        secure.once("secure", () => tlsSessions++);
+        const upstream = tcpConnect({ host: "127.0.0.1", port: pgc.port });
+        sockets.push(upstream);
+        secure.pipe(upstream).pipe(secure);
+        secure.on("error", () => upstream.destroy());
+        upstream.on("error", () => secure.destroy());
+      });
+    });
+    await new Promise<void>((ok) => proxy.listen(0, "127.0.0.1", ok));
+    try {
+      const port = (proxy.address() as AddressInfo).port;
+      const url = (mode: string, p = port) =>
+        `postgres://${pgc.user}:${pgc.password}@127.0.0.1:${p}/postgres?sslmode=${mode}`;
+      const env = (mode: string, p?: number) => ({
+        ...bare,
+        DATABASE_URL: url(mode, p),
+        LEASEHOLD_POSTGRES_TABLE: table,
+        NODE_EXTRA_CA_CERTS: pems.cert,
+      });
+      const runs = [
+        cli(["status", "--create-table", "--name", unique("tls")], { env: env("verify-full") }),
+        cli(["status", "--create-table", "--name", unique("tls")], { env: env("require") }),
+        cli(["status", "--create-table", "--name", unique("tls")], {
+          env: { ...env("verify-full"), NODE_EXTRA_CA_CERTS: undefined },
+        }),
+        // The shared server offers no TLS: plain with prefer, refused with require.
+        cli(["status", "--create-table", "--name", unique("tls")], { env: env("prefer", pgc.port) }),
+        cli(["status", "--create-table", "--name", unique("tls")], { env: env("require", pgc.port) }),
+      ];
+      const statuses = await Promise.all(runs.map((x) => x.status));
+      expect(statuses, runs.map((x) => x.stderr).join("\n")).toEqual([0, 0, 69, 0, 69]);
+      expect(tlsSessions).toBe(2);
+      expect(runs[0]!.stdout).toMatch(/is free on postgres at .*\(sslmode verify-full\)\n$/);
+      expect(runs[2]!.stderr).toMatch(/TLS: self[- ]signed certificate/);
+      expect(runs[4]!.stderr).toMatch(/does not accept TLS, and sslmode=require requires it/);
+      for (const x of runs) expect(x.stdout + x.stderr).not.toContain(pgc.password);
+    } finally {
+      for (const s of sockets) s.destroy();
+      proxy.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
