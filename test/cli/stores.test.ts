@@ -339,3 +339,32 @@ describe("leasehold's PostgreSQL client", () => {
     }
   });
 });
+
+describe("a server that stops answering", () => {
+  it("redis and postgres: the connection is dropped after 10 s without an answer, and status exits 69", async () => {
+    const proxies = [await startTcpFaultProxy(r.port), await startTcpFaultProxy(pgc.port)];
+    try {
+      // Connected, then nothing passes either way (a partition): the client's own
+      // bound ends the wait, well before status's 30 s.
+      const envs = [
+        { ...bare, REDIS_URL: `redis://${r.username}:${r.password}@127.0.0.1:${proxies[0]!.port}/1` },
+        {
+          ...bare,
+          DATABASE_URL: `postgres://${pgc.user}:${pgc.password}@127.0.0.1:${proxies[1]!.port}/postgres?sslmode=disable`,
+          LEASEHOLD_POSTGRES_TABLE: table,
+        },
+      ];
+      for (const p of proxies) p.partition();
+      const start = performance.now();
+      const runs = envs.map((env) => cli(["status", "--name", unique("silent")], { env }));
+      expect(await Promise.all(runs.map((x) => x.status))).toEqual([69, 69]);
+      expect(performance.now() - start).toBeLessThan(25_000);
+      for (const x of runs) expect(x.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 10000 ms/);
+    } finally {
+      for (const p of proxies) {
+        p.heal();
+        await p.stop();
+      }
+    }
+  });
+});
