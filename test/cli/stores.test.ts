@@ -23,6 +23,7 @@ import { redis } from "../../src/backends/redis/index.ts";
 import { createMutex } from "../../src/index.ts";
 import { bare, cli, closedPort, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
 import { selfSigned } from "../harness/servers/azurite.ts";
+import { startPostgres } from "../harness/servers/postgres.ts";
 import { startTcpFaultProxy } from "../harness/servers/tcp-fault-proxy.ts";
 
 afterEach(stopChildren);
@@ -336,6 +337,39 @@ describe("leasehold's PostgreSQL client", () => {
       for (const s of sockets) s.destroy();
       proxy.close();
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("leasehold's PostgreSQL client: md5 and cleartext passwords", () => {
+  it.each(["md5", "password"] as const)("logs in where pg_hba asks for %s", async (auth) => {
+    const server = await startPostgres({ auth });
+    try {
+      if (auth === "md5") {
+        // Stored as md5 (not SCRAM, which the server would then use instead), so md5 is spoken.
+        const c = new pg.Client({ connectionString: server.url });
+        await c.connect();
+        await c.query("SET password_encryption = 'md5'");
+        await c.query(`ALTER ROLE postgres PASSWORD '${server.password}'`);
+        await c.end();
+      }
+      const env = {
+        ...bare,
+        DATABASE_URL: `${server.url}?sslmode=disable`,
+        LEASEHOLD_POSTGRES_TABLE: "cli_auth",
+      };
+      const ok = cli(["exec", "--create-table", "--name", unique(auth), "--", "sh", "-c", "echo ran"], {
+        env,
+      });
+      const wrong = cli(["status", "--name", "x"], {
+        env: { ...env, DATABASE_URL: env.DATABASE_URL.replace(server.password, "wrong-password") },
+      });
+      expect(await ok.status, ok.stderr).toBe(0);
+      expect(ok.stdout).toBe("ran\n");
+      expect(await wrong.status).toBe(2);
+      expect(wrong.stderr).toMatch(/password authentication failed/);
+    } finally {
+      await server.stop();
     }
   });
 });

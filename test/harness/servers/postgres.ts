@@ -1,5 +1,5 @@
 // Starts a real PostgreSQL server for the tests: a fresh data dir (initdb) in a temp dir, a
-// random free loopback port, password authentication (scram-sha-256) for the user "postgres".
+// random free loopback port, password authentication (scram-sha-256 unless asked) for the user "postgres".
 // Finds the server binaries on PATH or in /usr/lib/postgresql/<version>/bin, and installs the
 // Debian package with apt-get when they are missing and we run as root; otherwise fails with a
 // message saying how to install them. postgres refuses to run as root: as root, initdb and the
@@ -105,8 +105,16 @@ async function waitReady(url: string, child: ChildProcess, deadline: number): Pr
   }
 }
 
-/** initdb in a fresh temp dir, then starts the server on a free loopback port and waits until it answers. */
-export async function startPostgres(): Promise<PostgresServer> {
+/**
+ * initdb in a fresh temp dir, then starts the server on a free loopback port and waits until it
+ * answers. `auth`: the pg_hba method (default scram-sha-256; md5 and password, cleartext, for
+ * tests of clients that speak them).
+ */
+export async function startPostgres({
+  auth = "scram-sha-256",
+}: {
+  auth?: "scram-sha-256" | "md5" | "password";
+} = {}): Promise<PostgresServer> {
   const bin = ensurePostgres();
   const version =
     /(\d+)/.exec(spawnSync(join(bin, "postgres"), ["--version"], { encoding: "utf8" }).stdout)?.[1] ?? "?";
@@ -123,7 +131,7 @@ export async function startPostgres(): Promise<PostgresServer> {
   }
   const init = spawnSync(
     join(bin, "initdb"),
-    ["-D", data, "-U", "postgres", "--auth=scram-sha-256", `--pwfile=${pwfile}`, "-E", "UTF8", "--no-sync"],
+    ["-D", data, "-U", "postgres", `--auth=${auth}`, `--pwfile=${pwfile}`, "-E", "UTF8", "--no-sync"],
     { ...as, encoding: "utf8", cwd: dir },
   );
   rmSync(pwfile, { force: true });
