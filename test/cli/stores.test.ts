@@ -245,18 +245,34 @@ describe("leasehold's Redis client", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
 
-  it("makes a new connection after one broke: exec --wait takes the lock once it is free", async () => {
-    const proxy = await startTcpFaultProxy(r.port);
+describe("leasehold's clients after a broken connection", () => {
+  it.each([
+    {
+      store: "redis",
+      port: r.port,
+      env: (port: number) => ({ REDIS_URL: `redis://${r.username}:${r.password}@127.0.0.1:${port}/1` }),
+      holder: () => redis(ioredis),
+    },
+    {
+      store: "postgres",
+      port: pgc.port,
+      env: (port: number) => ({
+        DATABASE_URL: `postgres://${pgc.user}:${pgc.password}@127.0.0.1:${port}/postgres?sslmode=disable`,
+        LEASEHOLD_POSTGRES_TABLE: table,
+      }),
+      holder: () => postgres(pool, { table, createTable: true }),
+    },
+  ])("$store: makes a new one, so exec --wait takes the lock once it is free", async (c) => {
+    const proxy = await startTcpFaultProxy(c.port);
     const name = unique("reconnect");
-    const lease = await createMutex(redis(ioredis), { name, ttl: 20_000 }).acquire({ timeout: 10_000 });
+    const lease = await createMutex(c.holder(), { name, ttl: 20_000 }).acquire({ timeout: 10_000 });
     try {
       const waiting = sh(
-        ["exec", "--name", name, "--wait", "--timeout", "25000", "--retry-delay", "300"],
+        ["exec", "--create-table", "--name", name, "--wait", "--timeout", "25000", "--retry-delay", "300"],
         "echo ran",
-        {
-          env: { ...bare, REDIS_URL: `redis://${r.username}:${r.password}@127.0.0.1:${proxy.port}/1` },
-        },
+        { env: { ...bare, ...c.env(proxy.port) } },
       );
       // Every connection it makes is reset at its first byte for a while (it keeps trying)...
       proxy.setFaults({ seed: 1, delay: 0, reset: 1, partition: 0, delayMs: [0, 0], partitionMs: [0, 0] });
