@@ -13,8 +13,11 @@ const clamp = (value: number, range: readonly [number, number] | undefined): num
 /** The checks of `complete` and runOnce over it, part of `conformanceChecks`. */
 export function onceChecks(options: ConformanceOptions): ConformanceCheck[] {
   const { ttl, setup, slow } = mutexSuite(options);
-  /** The retain of the expiry check: well beyond the ttl, so a record kept only as long as a lease fails it. */
-  const retain = 4 * ttl;
+  /**
+   * The expiry check's retain: well beyond the ttl, so a record kept only as long as a lease fails
+   * it, and at least 3 s beyond the read at twice the ttl, a margin a loaded machine meets.
+   */
+  const retain = 2 * ttl + Math.max(2 * ttl, 3_000);
   /** Takes `key` with a fresh nonce; asserts it was granted. */
   const take = async (backend: Backend, key: string, owner: string) => {
     const nonce = crypto.randomUUID();
