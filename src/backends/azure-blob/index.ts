@@ -28,12 +28,12 @@ import type { AcquireRefused, AcquireResult, Backend, HolderInfo } from "../../b
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { counterOf } from "../../slots.ts";
 import type { HttpReply } from "../shared/http.ts";
+import { checkRetain } from "../shared/options.ts";
 import { typeError } from "./auth.ts";
 import {
   type AzureBlobOptions,
   blobPath,
   checkNonce,
-  checkRetain,
   checkTtl,
   encodeOwner,
   MAX_TTL,
@@ -654,7 +654,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     // back and, for a fire, expired fire blobs of its name are swept (neither can undo the record).
     async complete({ key, nonce, retain, signal }): Promise<boolean> {
       checkNonce(nonce);
-      checkRetain(retain);
+      checkRetain(`[${NAME}]`, retain);
       const path = pathOf(key);
       const last = fenced.get(key);
       const state = last?.nonce === nonce ? last : await read("complete", key, path, signal);
