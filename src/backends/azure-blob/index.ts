@@ -19,8 +19,8 @@
  * A fire of runOnce (`complete`, docs/DESIGN.md §17) is a blob of its own whose token is drawn from
  * its mutex name's blob (its counter, without its lease) and kept in its metadata with the owner;
  * its record is that metadata with `done` (the retain) added, written under its lease, which then
- * goes back: it lasts from the write's Last-Modified by the server's clock. Completions delete the
- * name's fire blobs that hold nothing any more.
+ * goes back: it lasts from the write's Last-Modified by the server's clock. A release deletes the
+ * fire's blob; completions delete the name's fire blobs that hold nothing any more.
  *
  * @module
  */
@@ -101,8 +101,10 @@ const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionN
  * A contended acquire does not report the holder or a `retryAfter`. A fire's key: a late instance's
  * "done" and a running fire's refusal 1 HEAD; a run 5 RT (6 requests) for a new fire, 4 (5) for
  * one whose blob is there; `complete` 2 RT (3 requests: the record, then the release beside a
- * List of the name's fire blobs) plus one DELETE per blob swept. A fire cannot start while a lease
- * on its mutex's name is held (Azure lets only the lease's holder write the counter).
+ * List of the name's fire blobs) plus one DELETE per blob swept; `release` 1 (a DELETE of the
+ * fire's blob under its lease); raiseFence 3 RT (the lease checked, the name's counter raised,
+ * then the fire's token), answering false while the name is leased. A fire cannot start while a
+ * lease on its mutex's name is held (Azure lets only the lease's holder write the counter).
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
  * credential forms, an option that does not go with the form given (such as `accountName` beside
