@@ -41,6 +41,18 @@ const sharedKey = new StorageSharedKeyCredential(az.accountName, az.accountKey);
 const sdk = new BlobServiceClient(az.accountUrl, sharedKey);
 const uid = (): string => crypto.randomUUID().slice(0, 8);
 const nonce = (): string => crypto.randomUUID();
+/** An account SAS for blobs with `permissions` (such as "rwc"), valid for an hour. */
+const sasFor = (permissions: string): string =>
+  generateAccountSASQueryParameters(
+    {
+      permissions: AccountSASPermissions.parse(permissions),
+      services: AccountSASServices.parse("b").toString(),
+      resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
+      protocol: SASProtocol.HttpsAndHttp,
+      expiresOn: new Date(Date.now() + 3_600_000),
+    },
+    sharedKey,
+  ).toString();
 
 /** A fetch that records `METHOD kind` per request (kind = the comp/restype query or "blob"). */
 function counting(inner: FetchLike = (u, i) => fetch(u, i)) {
@@ -341,18 +353,6 @@ describe("azure-blob on Azurite", () => {
   });
 
   describe("credentials", () => {
-    const sasFor = (permissions: string): string =>
-      generateAccountSASQueryParameters(
-        {
-          permissions: AccountSASPermissions.parse(permissions),
-          services: AccountSASServices.parse("b").toString(),
-          resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
-          protocol: SASProtocol.HttpsAndHttp,
-          expiresOn: new Date(Date.now() + 3_600_000),
-        },
-        sharedKey,
-      ).toString();
-
     async function cycle(b: ReturnType<typeof azureBlob>, key = "cred"): Promise<number> {
       const id = nonce();
       const r = await b.acquire({ key, owner: "cred-test", nonce: id, ttl });
@@ -1540,6 +1540,25 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     expect(await b.complete!({ key, nonce: done, retain: 60_000 })).toBe(true);
     await b.release({ key, nonce: done });
     expect(await b.inspect({ key })).toMatchObject({ owner: "runner", token: 2, done: true });
+  });
+
+  it("without delete permission (a SAS with rwc), a fire's release gives its lease back instead, then only that", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const b = azureBlob({ accountUrl: az.accountUrl, sasToken: sasFor("rwc"), container, fetch: c.fetch });
+    const key = await fireKey("job", "no-delete");
+    for (const [token, sent] of [
+      [1, ["DELETE blob", "PUT lease"]],
+      [2, ["PUT lease"]],
+    ] as const) {
+      const id = nonce();
+      expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token });
+      c.take();
+      await b.release({ key, nonce: id });
+      expect(c.take()).toEqual(sent);
+      const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+      expect(props.leaseState).toBe("available");
+    }
   });
 
   it("starts no fire while its block blob name holds a plain key's live record, and keeps that record", async () => {
