@@ -39,7 +39,7 @@ describe("conformance checks of complete, over stores broken on purpose", () => 
   it("fail the reviewer's wrapper: inspect hides the record, and the record does not last retain", async () => {
     await expect(run(reviewers, first)).rejects.toThrow(/inspect of a completed fire at once answered null/);
     await expect(run(reviewers, expiry)).rejects.toThrow(
-      /acquire on a completed fire \d+ ms into its retain of 5000 ms answered \{"ok":true/,
+      /acquire on a completed fire \d+ ms into its retain of 4500 ms answered \{"ok":true/,
     );
   });
 
