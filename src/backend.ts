@@ -276,6 +276,13 @@ export interface FireRecord {
    * on `key` answers `{ ok: false, done: { owner, token } }` without `retryAfter`, `acquireAny`
    * counts the key as taken, renew, release and raiseFence treat it as held by no nonce of theirs,
    * and `inspect` answers the owner and token with `done: true`. One request.
+   *
+   * A backend with it also draws the token of a fire's key from the fence counter of its mutex
+   * name: `acquire` (and `acquireQueued`, `raiseFence`) on a key `k` uses the counter of
+   * `counterOf(k)` (exported from `leasehold`), which is the mutex name for a fire's key
+   * (`<name>:fire:…`) and `k` itself for any other, and keeps no counter per fire. So tokens
+   * increase across a name's fires and plain leases, and nothing of a fire outlives its record
+   * (docs/DESIGN.md §17). The conformance suite checks both.
    */
   complete?(r: CompleteRequest): Promise<boolean>;
 }

@@ -62,4 +62,9 @@ export {
   type SemaphoreOptions,
   type SlotHolder,
 } from "./semaphore.ts";
+/**
+ * For a backend of your own with `complete` (FireRecord): the lock key whose fence counter the
+ * leases of `key` draw their tokens from, the mutex's name for a fire's key (docs/DESIGN.md §17).
+ */
+export { counterOf } from "./slots.ts";
 export type { AcquireOptions, MutexOptions } from "./types.ts";

@@ -19,8 +19,8 @@
  * A fire of runOnce (`complete`, docs/DESIGN.md §17) is a blob of its own whose token is drawn from
  * its mutex name's blob (its counter, without its lease) and kept in its metadata with the owner;
  * its record is that metadata with `done` (the retain) added, written under its lease, which then
- * goes back: it lasts from the write's Last-Modified by the server's clock. Completions delete the
- * name's fire blobs that hold nothing any more.
+ * goes back: it lasts from the write's Last-Modified by the server's clock. A release deletes the
+ * fire's blob; completions delete the name's fire blobs that hold nothing any more.
  *
  * @module
  */
@@ -28,12 +28,12 @@ import type { AcquireRefused, AcquireResult, Backend, HolderInfo } from "../../b
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { counterOf } from "../../slots.ts";
 import type { HttpReply } from "../shared/http.ts";
+import { checkRetain } from "../shared/options.ts";
 import { typeError } from "./auth.ts";
 import {
   type AzureBlobOptions,
   blobPath,
   checkNonce,
-  checkRetain,
   checkTtl,
   encodeOwner,
   MAX_TTL,
@@ -101,8 +101,10 @@ const stale = (r: HttpReply) => r.status === 412 && errorCode(r) === "ConditionN
  * A contended acquire does not report the holder or a `retryAfter`. A fire's key: a late instance's
  * "done" and a running fire's refusal 1 HEAD; a run 5 RT (6 requests) for a new fire, 4 (5) for
  * one whose blob is there; `complete` 2 RT (3 requests: the record, then the release beside a
- * List of the name's fire blobs) plus one DELETE per blob swept. A fire cannot start while a lease
- * on its mutex's name is held (Azure lets only the lease's holder write the counter).
+ * List of the name's fire blobs) plus one DELETE per blob swept; `release` 1 (a DELETE of the
+ * fire's blob under its lease); raiseFence 3 RT (the lease checked, the name's counter raised,
+ * then the fire's token), answering false while the name is leased. A fire cannot start while a
+ * lease on its mutex's name is held (Azure lets only the lease's holder write the counter).
  *
  * Options are checked here: a missing or invalid `container` or `blobType`, no or several
  * credential forms, an option that does not go with the form given (such as `accountName` beside
@@ -154,6 +156,8 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   // What the last fence step of this backend learned per lock name (the last 4 096 names), so
   // that raiseFence needs no HEAD: the blob's type and, for a block blob, its ETag and counter.
   const fenced = new Map<string, Fenced>();
+  /** Whether the credentials may delete a blob: a release of a fire deletes its blob until a 403 says no. */
+  let mayDelete = true;
   /** Where the next sweep of a name's fire blobs starts listing (the last listing's marker). */
   const sweepFrom = new Map<string, string>();
   /** Remembers what a fence step left, in a map of at most 4 096 names. */
@@ -358,11 +362,20 @@ export function azureBlob(options: AzureBlobOptions): Backend {
    * §17): the name's lock blob's own counter, taken without its lease (a page blob's sequence number
    * incremented by the server; a block blob's `fence` metadata written with `If-Match` on the
    * ETag it was read with, the owner kept), so the fires and plain leases of a name share it.
-   * Null when a lease on the name is held: Azure lets only its holder write the blob.
+   * With `raise` (a fire's raiseFence), the counter becomes at least `raise` instead (a page
+   * blob's sequence number by `max`; a block blob's written only when below it): the answer is
+   * then the counter, at least `raise`. Null when a lease on the name is held (Azure lets only its
+   * holder write the blob), or when a block blob holds a live record of a plain `complete` (its
+   * metadata would be rewritten: the record's end, or `done` itself).
    */
-  async function draw(key: string, name: string, signal: AbortSignal | undefined): Promise<number | null> {
+  async function draw(
+    key: string,
+    name: string,
+    signal: AbortSignal | undefined,
+    raise?: number,
+  ): Promise<number | null> {
     const path = pathOf(name);
-    const op = `draw a token from ${JSON.stringify(name)} for`;
+    const op = `${raise === undefined ? "draw a token from" : "raise the counter of"} ${JSON.stringify(name)} for`;
     let page = fenced.get(name)?.page ?? createPage;
     let refused: HttpReply | undefined; // a page increment's 400: the blob may be a block blob
     for (let attempt = 0; attempt < 4; attempt++) {
@@ -373,7 +386,9 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         r = await call(
           "PUT",
           `${path}?comp=properties`,
-          { "x-ms-sequence-number-action": "increment" },
+          raise === undefined
+            ? { "x-ms-sequence-number-action": "increment" }
+            : { "x-ms-sequence-number-action": "max", "x-ms-blob-sequence-number": String(raise) },
           signal,
         );
         token = decimal(r, "x-ms-blob-sequence-number");
@@ -388,8 +403,9 @@ export function azureBlob(options: AzureBlobOptions): Backend {
           page = true;
           continue;
         }
-        if (state.leased) return null;
-        token = state.counter + 1;
+        if (state.leased || state.done !== undefined) return null;
+        if (raise !== undefined && state.counter >= raise) return state.counter;
+        token = raise ?? state.counter + 1;
         if (!Number.isSafeInteger(token) || state.etag === "") {
           if (Number.isInteger(token) && token > Number.MAX_SAFE_INTEGER) throw fenceExhausted(NAME, key);
           throw retryable(op, key, "the blob has no usable ETag or fence counter", 200);
@@ -403,7 +419,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
         );
       }
       if (r.status === 200) {
-        if (token > Number.MAX_SAFE_INTEGER) throw fenceExhausted(NAME, key);
+        if (raise === undefined && token > Number.MAX_SAFE_INTEGER) throw fenceExhausted(NAME, key);
         if (Number.isSafeInteger(token) && token > 0) return token;
         throw retryable(op, key, "the reply has no sequence number", 200);
       }
@@ -579,7 +595,20 @@ export function azureBlob(options: AzureBlobOptions): Backend {
 
     async release({ key, nonce, signal }): Promise<void> {
       checkNonce(nonce);
-      const r = await lease(pathOf(key), "release", nonce, signal);
+      const path = pathOf(key);
+      // A fire's blob holds no counter (its mutex name's blob does): released, it is deleted under
+      // its lease in the same one request, so a fire that keeps failing leaves nothing behind.
+      // Credentials without delete permission (a SAS without `d`) get a 403: from then on this
+      // backend releases fires' leases as it does plain ones, and complete's sweep cannot delete.
+      if (counterOf(key) !== key && mayDelete) {
+        fenced.delete(key);
+        const r = await call("DELETE", path, { "x-ms-lease-id": nonce }, signal);
+        if (r.status === 202 || notOurs(r)) return;
+        if (r.status !== 403 || errorCode(r) !== "AuthorizationPermissionMismatch")
+          throw httpError("release", key, r);
+        mayDelete = false;
+      }
+      const r = await lease(path, "release", nonce, signal);
       if (r.status === 200 || notOurs(r)) return;
       throw httpError("release", key, r);
     },
@@ -587,6 +616,23 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     async raiseFence({ key, owner, nonce, token, signal }): Promise<boolean> {
       checkNonce(nonce);
       if (!(Number.isSafeInteger(token) && token > 0)) typeError("token must be a positive integer");
+      // A fire's token comes from its mutex name's counter: that is raised first (without the
+      // name's lease; refused while someone holds it), so the fire's token is never above it. Only
+      // the fire's holder may raise it: a lease change to the same id is answered only to it, and
+      // changes nothing (not the lease's end, nor the ETag).
+      const name = counterOf(key);
+      if (name !== key) {
+        const path = pathOf(key);
+        const r = await call(
+          "PUT",
+          `${path}?comp=lease`,
+          { "x-ms-lease-action": "change", "x-ms-lease-id": nonce, "x-ms-proposed-lease-id": nonce },
+          signal,
+        );
+        if (notOurs(r)) return false;
+        if (r.status !== 200) throw httpError("raise fence for", key, r);
+        if ((await draw(key, name, signal, token)) === null) return false;
+      }
       // A block blob without a known ETag is read again (a HEAD) before its counter is written.
       const blob = fenced.get(key);
       const known = blob?.page || blob?.etag ? blob : undefined;
@@ -610,7 +656,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     // back and, for a fire, expired fire blobs of its name are swept (neither can undo the record).
     async complete({ key, nonce, retain, signal }): Promise<boolean> {
       checkNonce(nonce);
-      checkRetain(retain);
+      checkRetain(`[${NAME}]`, retain);
       const path = pathOf(key);
       const last = fenced.get(key);
       const state = last?.nonce === nonce ? last : await read("complete", key, path, signal);

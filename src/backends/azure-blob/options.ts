@@ -128,15 +128,6 @@ export function checkTtl(ttl: number): void {
   );
 }
 
-export function checkRetain(retain: number): void {
-  check(
-    Number.isSafeInteger(retain) && retain >= 1 && retain <= 2_147_483_647,
-    WHERE,
-    `retain must be an integer from 1 to 2147483647 ms, got ${retain}`,
-    RangeError,
-  );
-}
-
 export function checkNonce(nonce: string): void {
   // A non-GUID lease id is a 400 on Azure and corrupts the blob on Azurite: never send one.
   if (typeof nonce !== "string" || !GUID.test(nonce)) typeError("nonce must be a GUID (crypto.randomUUID())");

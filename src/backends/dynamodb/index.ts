@@ -39,6 +39,7 @@ import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { counterOf } from "../../slots.ts";
 import { malformed as malformedReply } from "../shared/errors.ts";
+import { checkRetain } from "../shared/options.ts";
 import { client, type Item, NAME, type Reply } from "./client.ts";
 import { config, type DynamoDBOptions } from "./options.ts";
 
@@ -451,7 +452,7 @@ export function dynamodb(options: DynamoDBOptions): Backend {
     // key with the TTL attribute, so DynamoDB deletes the item once it is over. A reader counts
     // the record as gone once `until` passed on its own clock (the TTL deletes lazily).
     async complete({ key, nonce, retain, signal }): Promise<boolean> {
-      check(Number.isSafeInteger(retain) && retain >= 1, "[dynamodb]", "retain must be a positive integer");
+      checkRetain("[dynamodb]", retain);
       const fire = isFire(key);
       const until = Date.now() + retain;
       const record = `SET #h = :e, #tf = :e, #u = :u, #v = :v${fire ? ", #x = :x" : ""}`;
@@ -491,14 +492,16 @@ export function dynamodb(options: DynamoDBOptions): Backend {
           signal,
         );
       if (isFire(key)) {
-        // The lease's token, then the name's counter to at least it: later grants draw above it.
-        const reply = await raiseOwn();
-        if (!reply.ok && (await found(reply, key, signal))?.holder?.S !== nonce) return false;
+        // The name's counter to at least `token` (later grants draw above it), then the lease's
+        // token, so the token never shows above the counter (a failed counter step leaves it as
+        // it was). Only the holder raises the counter: its item is read first.
+        if ((await read(key, signal))?.holder?.S !== nonce) return false;
         await onCounter(counterOf(key), "SET #f = :tok", { ":tok": values[":tok"] }, signal, {
           when: "attribute_not_exists(#f) OR #f < :tok",
           enough: (item) => Number(item?.fence?.N) >= token,
         });
-        return true;
+        const reply = await raiseOwn();
+        return reply.ok || (await found(reply, key, signal))?.holder?.S === nonce;
       }
       // A plain key: the counter is the lease's token (again, once raised above a frozen one).
       const reply = await update(

@@ -43,3 +43,16 @@ export function retryableStatus(status: number): boolean {
 export function authStatus(status: number): boolean {
   return status === 401 || status === 403;
 }
+
+/**
+ * Throws a RangeError from backend `where` (such as `"[dynamodb]"`) unless `retain`, a done
+ * record's lifetime for `complete`, is an integer from 1 to 2 147 483 647 ms (the contract's range).
+ */
+export function checkRetain(where: string, retain: number): void {
+  check(
+    Number.isSafeInteger(retain) && retain >= 1 && retain <= 2_147_483_647,
+    where,
+    `retain must be an integer from 1 to 2147483647 ms, got ${retain}`,
+    RangeError,
+  );
+}

@@ -41,6 +41,18 @@ const sharedKey = new StorageSharedKeyCredential(az.accountName, az.accountKey);
 const sdk = new BlobServiceClient(az.accountUrl, sharedKey);
 const uid = (): string => crypto.randomUUID().slice(0, 8);
 const nonce = (): string => crypto.randomUUID();
+/** An account SAS for blobs with `permissions` (such as "rwc"), valid for an hour. */
+const sasFor = (permissions: string): string =>
+  generateAccountSASQueryParameters(
+    {
+      permissions: AccountSASPermissions.parse(permissions),
+      services: AccountSASServices.parse("b").toString(),
+      resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
+      protocol: SASProtocol.HttpsAndHttp,
+      expiresOn: new Date(Date.now() + 3_600_000),
+    },
+    sharedKey,
+  ).toString();
 
 /** A fetch that records `METHOD kind` per request (kind = the comp/restype query or "blob"). */
 function counting(inner: FetchLike = (u, i) => fetch(u, i)) {
@@ -341,18 +353,6 @@ describe("azure-blob on Azurite", () => {
   });
 
   describe("credentials", () => {
-    const sasFor = (permissions: string): string =>
-      generateAccountSASQueryParameters(
-        {
-          permissions: AccountSASPermissions.parse(permissions),
-          services: AccountSASServices.parse("b").toString(),
-          resourceTypes: AccountSASResourceTypes.parse("sco").toString(),
-          protocol: SASProtocol.HttpsAndHttp,
-          expiresOn: new Date(Date.now() + 3_600_000),
-        },
-        sharedKey,
-      ).toString();
-
     async function cycle(b: ReturnType<typeof azureBlob>, key = "cred"): Promise<number> {
       const id = nonce();
       const r = await b.acquire({ key, owner: "cred-test", nonce: id, ttl });
@@ -1296,7 +1296,9 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     expect(made.slice(2, 4).sort()).toEqual([`HEAD blob ${key}`, `PUT lease ${key}`]);
     expect(made.slice(4)).toEqual(["PUT properties job", `PUT metadata ${key}`]);
     expect(c.log.length).toBe(0);
-    await b.release({ key, nonce: first });
+    // A fire whose lease ended without a release (its process died; the SDK breaks it here)
+    // keeps its blob: a rerun then costs 5 requests in 4 round trips.
+    await sdk.getContainerClient(container).getBlobClient(key).getBlobLeaseClient(first).breakLease(0);
     c.take();
 
     // A fire whose blob is there (a rerun): 5 requests in 4 round trips.
@@ -1478,25 +1480,126 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     expect(props.metadata).toEqual({ owner: "runner", fence: "2", done: "60000" });
   });
 
-  it("complete deletes its name's fire blobs that hold nothing: expired records and released fires", async () => {
+  it("raiseFence on a fire raises its mutex name's counter first: the fire's next grant is above it (page and block)", async () => {
+    for (const blobType of ["page", "block"] as const) {
+      const container = await newContainer();
+      const b = keyed(container, { blobType });
+      const key = await fireKey("job", "raised");
+      const id = nonce();
+      expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+      expect(await b.raiseFence!({ key, owner: "runner", nonce: id, token: 10 })).toBe(true);
+      expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 10 });
+      await b.release({ key, nonce: id });
+      expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl }), blobType).toEqual({
+        ok: true,
+        token: 11,
+      });
+      expect(await b.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl }), blobType).toEqual({
+        ok: true,
+        token: 12,
+      });
+    }
+  });
+
+  it("raiseFence on a fire answers false and raises nothing while a lease on its mutex name is held", async () => {
+    const container = await newContainer();
+    const b = keyed(container);
+    const key = await fireKey("job", "held");
+    const id = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+    const plain = nonce();
+    expect(await b.acquire({ key: "job", owner: "plain", nonce: plain, ttl })).toEqual({
+      ok: true,
+      token: 2,
+    });
+    expect(await b.raiseFence!({ key, owner: "runner", nonce: id, token: 10 })).toBe(false);
+    expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 1 });
+    await b.release({ key: "job", nonce: plain });
+    expect(await b.acquire({ key: "job", owner: "plain", nonce: nonce(), ttl })).toEqual({
+      ok: true,
+      token: 3,
+    });
+  });
+
+  it("release deletes a fire's blob under its lease (one request), and only the holder's", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const b = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "failed");
+    const id = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+    await b.release({ key, nonce: nonce() }); // not the holder's: nothing changes
+    expect(await b.inspect({ key })).toEqual({ owner: "runner", token: 1 });
+    c.take();
+    await b.release({ key, nonce: id });
+    expect(c.take()).toEqual(["DELETE blob"]);
+    expect(await blobs(container)).toEqual(["job"]);
+    // A release after the record (the lease given back) leaves the record.
+    const done = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: done, ttl })).toEqual({ ok: true, token: 2 });
+    expect(await b.complete!({ key, nonce: done, retain: 60_000 })).toBe(true);
+    await b.release({ key, nonce: done });
+    expect(await b.inspect({ key })).toMatchObject({ owner: "runner", token: 2, done: true });
+  });
+
+  it("without delete permission (a SAS with rwc), a fire's release gives its lease back instead, then only that", async () => {
+    const container = await newContainer();
+    const c = counting();
+    const b = azureBlob({ accountUrl: az.accountUrl, sasToken: sasFor("rwc"), container, fetch: c.fetch });
+    const key = await fireKey("job", "no-delete");
+    for (const [token, sent] of [
+      [1, ["DELETE blob", "PUT lease"]],
+      [2, ["PUT lease"]],
+    ] as const) {
+      const id = nonce();
+      expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token });
+      c.take();
+      await b.release({ key, nonce: id });
+      expect(c.take()).toEqual(sent);
+      const props = await sdk.getContainerClient(container).getBlobClient(key).getProperties();
+      expect(props.leaseState).toBe("available");
+    }
+  });
+
+  it("starts no fire while its block blob name holds a plain key's live record, and keeps that record", async () => {
+    const container = await newContainer();
+    const b = keyed(container, { blobType: "block" });
+    const p = nonce();
+    expect(await b.acquire({ key: "job", owner: "plain", nonce: p, ttl })).toEqual({ ok: true, token: 1 });
+    expect(await b.complete!({ key: "job", nonce: p, retain: 60_000 })).toBe(true);
+    const key = await fireKey("job", "1");
+    expect(await b.acquire({ key, owner: "runner", nonce: nonce(), ttl })).toEqual({ ok: false });
+    const name = await sdk.getContainerClient(container).getBlobClient("job").getProperties();
+    expect(name.metadata).toEqual({ owner: "plain", fence: "1", done: "60000" });
+    expect(await b.inspect({ key: "job" })).toMatchObject({ owner: "plain", token: 1, done: true });
+  });
+
+  it("complete deletes its name's fire blobs that hold nothing: expired records and fires whose lease ended", async () => {
     const container = await newContainer();
     const b = keyed(container, { prefix: "p/" });
-    const take = async (key: string, end: "release" | "keep" | number) => {
+    // "crash": the lease ends without a release (broken by the SDK), which leaves a fire's blob.
+    const take = async (key: string, end: "release" | "crash" | "keep" | number) => {
       const id = nonce();
       const r = await b.acquire({ key, owner: "o", nonce: id, ttl });
       expect(r.ok).toBe(true);
       if (end === "release") await b.release({ key, nonce: id });
+      else if (end === "crash")
+        await sdk
+          .getContainerClient(container)
+          .getBlobClient(`p/${key}`)
+          .getBlobLeaseClient(id)
+          .breakLease(0);
       else if (end !== "keep") expect(await b.complete!({ key, nonce: id, retain: end })).toBe(true);
     };
     const [expired, released, live, held, next] = await Promise.all(
       ["expired", "released", "live", "held", "next"].map((id) => fireKey("job", id)),
     );
     await take(expired!, 1);
-    await take(released!, "release");
+    await take(released!, "crash");
     await take(live!, 60_000);
     await take(held!, "keep");
     await take("job:firefly", "release"); // a mutex whose name only looks alike
-    await take(await fireKey("jobs", "1"), "release"); // another name's fire
+    await take(await fireKey("jobs", "1"), "crash"); // another name's fire
     // The expired record ends 1 s (HTTP dates' resolution) + 1 ms after its write, by the server's clock.
     await sleep(2_500);
     await take(next!, 60_000);

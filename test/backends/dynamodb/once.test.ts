@@ -250,6 +250,50 @@ describe("dynamodb: what a fire of runOnce leaves", () => {
     expect((await items(prefix))[key]?.token).toEqual({ N: String(r.ok && r.token) });
   });
 
+  it("raiseFence on a fire whose counter step fails leaves the lease's token as it was (the counter first)", async () => {
+    // A counter write that keeps failing (HTTP 500 from a fetch double in front of dynalite: a
+    // fault dynalite cannot produce on demand); every other request reaches dynalite.
+    const prefix = `${unique("once")}/`;
+    let failCounter = false;
+    const backend = dynamodb({
+      table,
+      region,
+      credentials,
+      endpoint,
+      prefix,
+      fetch: (url, init) => {
+        const body = JSON.parse(String(init.body ?? "{}")) as { Key?: { pk?: { S?: string } } };
+        if (
+          failCounter &&
+          body.Key?.pk?.S === `${prefix}job` &&
+          /UpdateItem/.test(init.headers["x-amz-target"] ?? "")
+        )
+          return Promise.resolve(new Response('{"__type":"InternalServerError"}', { status: 500 }));
+        return fetch(url, init);
+      },
+    });
+    const key = await fireKey("job", "failing");
+    const a = await take(backend, key);
+    failCounter = true;
+    await expect(
+      backend.raiseFence!({ key, owner: "runner", nonce: a.nonce, token: a.token + 10 }),
+    ).rejects.toThrow();
+    failCounter = false;
+    expect(await backend.inspect({ key })).toEqual({ owner: "runner", token: a.token });
+  });
+
+  it("complete refuses a retain outside 1 … 2 147 483 647 ms with a RangeError, before sending anything", async () => {
+    const { backend, ops } = setup();
+    for (const retain of [0, 1.5, 2_147_483_648, Number.NaN]) {
+      const e = await backend.complete!({ key: "job:fire:1", nonce: crypto.randomUUID(), retain }).catch(
+        (x: unknown) => x,
+      );
+      expect(e).toBeInstanceOf(RangeError);
+      expect((e as Error).message).toContain("retain must be an integer from 1 to 2147483647 ms");
+    }
+    expect(ops).toEqual([]);
+  });
+
   it("raiseFence on a fire raises its lease's token and the name's counter: later grants draw above it", async () => {
     const { backend } = setup();
     const key = await fireKey("job", "raised");
