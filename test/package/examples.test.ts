@@ -278,7 +278,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       script: await bundle(`${dir}/${main}`, "neutral"),
       compatibilityDate: date ?? COMPATIBILITY_DATE,
       durableObjects: { [binding![1]!]: binding![2]! },
-      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: hookUrl, GEOCODER_URL: hookUrl },
+      bindings: { LEASEHOLD_DO_SECRET: token, REBUILD_HOOK: hookUrl, GEOCODER_URL: hookUrl },
       host: "127.0.0.1",
       port: 0,
     });
@@ -345,7 +345,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       script: await bundle(`${dir}/src/worker.ts`, "neutral"),
       compatibilityDate: toml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1] ?? COMPATIBILITY_DATE,
       durableObjects: { LOCKS: "LeaseholdLock" },
-      bindings: { LEASEHOLD_TOKEN: token, REBUILD_HOOK: apiUrl, GEOCODER_URL: apiUrl },
+      bindings: { LEASEHOLD_DO_SECRET: token, REBUILD_HOOK: apiUrl, GEOCODER_URL: apiUrl },
       host: "127.0.0.1",
       port: 0,
     });

@@ -7,7 +7,7 @@ import { json, NAME, objectOf, parseRequest, readRequest } from "./protocol.ts";
 export interface LockHandlerOptions {
   /**
    * The bearer secret clients must send (`durableObject({ url, token })`): 16 characters or more,
-   * kept as a Worker secret (`wrangler secret put LEASEHOLD_TOKEN`).
+   * kept as a Worker secret (`wrangler secret put LEASEHOLD_DO_SECRET`).
    */
   token: string;
 }
@@ -47,13 +47,13 @@ async function sameSecret(expected: Promise<Uint8Array>, given: string): Promise
  *
  * interface Env {
  *   LOCKS: DurableObjectNamespaceLike;
- *   LEASEHOLD_TOKEN: string;
+ *   LEASEHOLD_DO_SECRET: string;
  * }
  *
  * export default {
  *   fetch(request: Request, env: Env): Promise<Response> | Response {
  *     if (new URL(request.url).pathname === "/leasehold")
- *       return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+ *       return lockHandler(env.LOCKS, { token: env.LEASEHOLD_DO_SECRET })(request);
  *     return new Response("not found", { status: 404 });
  *   },
  * };

@@ -19,8 +19,8 @@
  * export { LeaseholdLock } from "leasehold/cloudflare";
  *
  * export default {
- *   fetch(request: Request, env: { LOCKS: DurableObjectNamespaceLike; LEASEHOLD_TOKEN: string }) {
- *     return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+ *   fetch(request: Request, env: { LOCKS: DurableObjectNamespaceLike; LEASEHOLD_DO_SECRET: string }) {
+ *     return lockHandler(env.LOCKS, { token: env.LEASEHOLD_DO_SECRET })(request);
  *   },
  * };
  * ```

@@ -1,6 +1,6 @@
 // The Worker the tests and benchmarks run in workerd (test/harness/servers/workerd-locks.ts): it
 // exports LeaseholdLock, as a user's Worker does, and serves
-// - /leasehold: lockHandler, the route of durableObject({ url, token }) (LEASEHOLD_TOKEN);
+// - /leasehold: lockHandler, the route of durableObject({ url, token }) (LEASEHOLD_DO_SECRET);
 // - /conformance/<i>?cycles=&contenders=: the i-th conformance check through the binding,
 //   durableObject(env.LOCKS), run inside workerd (200 "ok", or 500 with the failure);
 // - /bench/<op>?n=: n acquire/renew/release cycles through the binding, timed inside workerd;
@@ -27,7 +27,7 @@ interface Env {
   LOCKS: DurableObjectNamespaceLike;
   EXHAUSTED: DurableObjectNamespaceLike;
   LISTED: DurableObjectNamespaceLike;
-  LEASEHOLD_TOKEN: string;
+  LEASEHOLD_DO_SECRET: string;
 }
 
 /**
@@ -90,10 +90,12 @@ export function bindingChecks(env: Env | null, search: URLSearchParams) {
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const url = new URL(request.url);
-    if (url.pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+    if (url.pathname === "/leasehold")
+      return lockHandler(env.LOCKS, { token: env.LEASEHOLD_DO_SECRET })(request);
     if (url.pathname === "/exhausted")
-      return lockHandler(env.EXHAUSTED, { token: env.LEASEHOLD_TOKEN })(request);
-    if (url.pathname === "/listed") return lockHandler(env.LISTED, { token: env.LEASEHOLD_TOKEN })(request);
+      return lockHandler(env.EXHAUSTED, { token: env.LEASEHOLD_DO_SECRET })(request);
+    if (url.pathname === "/listed")
+      return lockHandler(env.LISTED, { token: env.LEASEHOLD_DO_SECRET })(request);
     const listed = /^\/listed\/(.+)$/.exec(url.pathname);
     if (listed) {
       const id = env.LISTED.idFromName(decodeURIComponent(listed[1]!)) as never;

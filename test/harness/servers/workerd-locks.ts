@@ -56,7 +56,7 @@ export async function startLockWorker(
     compatibilityDate: COMPATIBILITY_DATE,
     durableObjects: { LOCKS: "LeaseholdLock", EXHAUSTED: "ExhaustedLock", LISTED: "ListedLock" },
     durableObjectsPersist: options.persist ?? false,
-    bindings: { LEASEHOLD_TOKEN: token },
+    bindings: { LEASEHOLD_DO_SECRET: token },
     host: "127.0.0.1",
     port: 0,
   });

@@ -9,7 +9,7 @@
 // - /leasehold: the route for Node, Bun and Deno, which take the same locks with
 //   durableObject({ url: "https://<worker>/leasehold", token }).
 //
-//   openssl rand -hex 32 | npx wrangler secret put LEASEHOLD_TOKEN
+//   openssl rand -hex 32 | npx wrangler secret put LEASEHOLD_DO_SECRET
 //   npx wrangler deploy
 import { createMutex, createSemaphore } from "leasehold";
 import { type DurableObjectNamespaceLike, durableObject, lockHandler } from "leasehold/cloudflare";
@@ -21,7 +21,7 @@ export interface Env {
   /** wrangler.toml [[durable_objects.bindings]] */
   LOCKS: DurableObjectNamespaceLike;
   /** The route's bearer secret (wrangler secret put). */
-  LEASEHOLD_TOKEN: string;
+  LEASEHOLD_DO_SECRET: string;
   /** Where the rebuild is triggered (wrangler.toml [vars]). */
   REBUILD_HOOK: string;
   /** An API that allows 3 concurrent calls (wrangler.toml [vars]). */
@@ -42,7 +42,7 @@ async function rebuild(env: Env, signal: AbortSignal, token: number): Promise<st
 export default {
   async fetch(request: Request, env: Env): Promise<Response> {
     const { pathname } = new URL(request.url);
-    if (pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request);
+    if (pathname === "/leasehold") return lockHandler(env.LOCKS, { token: env.LEASEHOLD_DO_SECRET })(request);
     if (pathname === "/rebuild" && request.method === "POST") {
       const mutex = createMutex(durableObject(env.LOCKS), { name: "site-rebuild", ttl: 30_000 });
       // Waits in line; released when the scope ends, so the next request's rebuild starts.
