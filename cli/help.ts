@@ -222,7 +222,9 @@ const COMMON = `Backend (from the environment; exactly one, or choose with --bac
         redis://[user:password@]host[:port][/db], rediss:// for TLS (leasehold's own client).
   ${ENV.postgres}
         postgres://user:password@host:port/db[?sslmode=disable|prefer|require|verify-ca|
-        verify-full] (leasehold's own client); the table from --table or ${ENV.postgresTable}.
+        verify-full] (leasehold's own client; also connect_timeout, application_name, and
+        require_auth=md5 or password to send those without verified TLS); the table from
+        --table or ${ENV.postgresTable}.
   ${ENV.upstashUrl}, ${ENV.upstashToken}
         Upstash Redis REST URL and token (Vercel's KV_REST_API_URL/_TOKEN also work).
   ${ENV.azure}

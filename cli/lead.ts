@@ -4,7 +4,7 @@ import { createElection, isLockError } from "../src/index.ts";
 import { aborted } from "../src/signals.ts";
 import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
-import { backendFailed, mutexFor } from "./mutex.ts";
+import { backendFailed, misconfigured, mutexFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
 import { CommandExited, ended, onSignals, statusOf, supervise } from "./supervise.ts";
 
@@ -38,7 +38,7 @@ export async function lead(o: Options, backend: Backend): Promise<number> {
           } else if (isLockError(error) && "retryable" in error && error.retryable === false) {
             // Refused credentials, a missing container: waiting will not fix it.
             say(messageOf(error));
-            status = error.code === "ERR_BACKEND_AUTH" ? EXIT.usage : EXIT.unavailable;
+            status = misconfigured(error) ? EXIT.usage : EXIT.unavailable;
             stop.abort();
           } else if (backendFailed(error)) {
             retrying(error);

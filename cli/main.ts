@@ -13,6 +13,7 @@ import { backendFrom } from "./backend.ts";
 import { exec } from "./exec.ts";
 import { EXIT } from "./help.ts";
 import { lead } from "./lead.ts";
+import { misconfigured } from "./mutex.ts";
 import { messageOf, say, UsageError, write } from "./output.ts";
 import { status } from "./status.ts";
 import { runWatchdog, WATCHDOG_ARG } from "./watchdog.ts";
@@ -51,10 +52,21 @@ async function main(args: readonly string[], env: Record<string, string | undefi
     if (isLockError(error)) {
       if (/does not exist.*createContainer/.test(error.message))
         say("(pass --create-container to create it)");
-      return error.code === "ERR_BACKEND_AUTH" ? EXIT.usage : EXIT.unavailable;
+      return misconfigured(error) ? EXIT.usage : EXIT.unavailable;
     }
     return EXIT.internal;
   }
+}
+
+// A wait that nothing will ever end (a promise no timer or socket can settle) would otherwise let
+// the event loop empty and the process exit 0 having done nothing: report it as the bug it is.
+if (process.argv[2] !== WATCHDOG_ARG) {
+  process.once("beforeExit", () => {
+    say(
+      "internal error: leasehold stopped waiting without an outcome (nothing left to wait for); please report it",
+    );
+    process.exit(EXIT.internal);
+  });
 }
 
 main(process.argv.slice(2), process.env).then(

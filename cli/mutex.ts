@@ -1,10 +1,12 @@
 // The mutex a command runs under (exec --limit: a semaphore): the CLI's options turned into
 // createMutex's, with the stop margin that leaves the command time to be stopped before the lock
 // can expire.
+
 import type { Backend } from "../src/backend.ts";
 import { createMutex, createSemaphore, isLockError, type MutexOptions } from "../src/index.ts";
 import type { Options } from "./args.ts";
 import { messageOf, UsageError } from "./output.ts";
+import { RedisLoginRefused } from "./resp.ts";
 import { killSlack } from "./supervise.ts";
 
 export function mutexFor(o: Options, backend: Backend) {
@@ -69,4 +71,16 @@ function semaphoreLock(backend: Backend, options: MutexOptions, limit: number) {
 /** Whether an error means the backend failed (rather than the lock being taken). */
 export function backendFailed(error: unknown): boolean {
   return isLockError(error) && (error.code === "ERR_BACKEND" || error.code === "ERR_BACKEND_AUTH");
+}
+
+/**
+ * Whether a backend failure is configuration no retry fixes (exit 2): credentials refused, or a
+ * refused login of the CLI's own clients (a Redis database that does not exist, AUTH to a server
+ * without a password; the PostgreSQL client reports its own as refused credentials).
+ */
+export function misconfigured(error: unknown): boolean {
+  if (isLockError(error) && error.code === "ERR_BACKEND_AUTH") return true;
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++)
+    if (e.name === RedisLoginRefused.NAME) return true;
+  return false;
 }

@@ -16,9 +16,23 @@ export interface PostgresTarget {
   password?: string;
   database: string;
   sslmode: "disable" | "prefer" | "require" | "verify-ca" | "verify-full";
+  /** How long connecting, TLS and the login may take together, in ms (`connect_timeout`; 10 s). */
+  connectTimeout: number;
+  /** `application_name` (default `leasehold`). */
+  applicationName: string;
+  /**
+   * The authentication methods the server may ask for (`require_auth`, as libpq spells it). Without
+   * it: SCRAM-SHA-256 or none (trust) always, md5 and cleartext only over TLS with verify-ca or
+   * verify-full, so an impostor never gets the password or a hash to crack (docs/DESIGN.md §11).
+   */
+  requireAuth?: AuthMethod[];
 }
 
+type AuthMethod = "password" | "md5" | "scram-sha-256" | "none";
+const AUTH_METHODS: readonly AuthMethod[] = ["password", "md5", "scram-sha-256", "none"];
+
 const SSLMODES = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+const PARAMETERS = ["sslmode", "connect_timeout", "application_name", "require_auth"];
 
 /** Reads a `DATABASE_URL`: `postgres[ql]://user[:password]@host[:port][/db][?sslmode=...]`. */
 export function parsePostgresUrl(text: string): PostgresTarget {
@@ -33,19 +47,39 @@ export function parsePostgresUrl(text: string): PostgresTarget {
   if (url.hostname === "") throw new Error("has no host (unix sockets are not supported)");
   if (url.username === "") throw new Error("has no user name (postgres://user:password@host/db)");
   for (const key of url.searchParams.keys()) {
-    if (!["sslmode", "application_name", "connect_timeout"].includes(key))
-      throw new Error(`has the parameter ${key}, which leasehold does not support (only sslmode)`);
+    if (!PARAMETERS.includes(key))
+      throw new Error(
+        `has the parameter ${key}, which leasehold does not support (only ${PARAMETERS.join(", ")})`,
+      );
   }
   const mode = url.searchParams.get("sslmode") ?? "prefer";
   if (!SSLMODES.includes(mode)) throw new Error(`sslmode must be one of ${SSLMODES.join(", ")}`);
+  const timeout = url.searchParams.get("connect_timeout") ?? "10";
+  // libpq's 0 waits forever: leasehold never waits in silence.
+  if (!/^\d+$/.test(timeout) || Number(timeout) < 1 || Number(timeout) > 3600)
+    throw new Error(
+      `connect_timeout must be a whole number of seconds from 1 to 3600, got ${JSON.stringify(timeout)}`,
+    );
   const user = decodeURIComponent(url.username);
   const target: PostgresTarget = {
     host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
     port: url.port === "" ? 5432 : Number(url.port),
     user,
     database: decodeURIComponent(url.pathname.replace(/^\//, "")) || user,
+    // allow (TLS only if plain is refused) is read as prefer (TLS when offered), which is stricter.
     sslmode: (mode === "allow" ? "prefer" : mode) as PostgresTarget["sslmode"],
+    connectTimeout: Number(timeout) * 1000,
+    applicationName: url.searchParams.get("application_name") ?? "leasehold",
   };
+  const required = url.searchParams.get("require_auth");
+  if (required !== null) {
+    const methods = required.split(",");
+    if (!methods.every((m) => (AUTH_METHODS as string[]).includes(m)))
+      throw new Error(
+        `require_auth must list some of ${AUTH_METHODS.join(", ")}, got ${JSON.stringify(required)}`,
+      );
+    target.requireAuth = methods as AuthMethod[];
+  }
   if (url.password !== "") target.password = decodeURIComponent(url.password);
   return target;
 }
@@ -60,8 +94,18 @@ export class PostgresError extends Error {
   }
 }
 
-/** How long a statement (or the login) may wait for its answer before the connection is dropped. */
+/** How long a statement may wait for its answer before the connection is dropped. */
 const ANSWER_WITHIN = 10_000;
+
+/** PostgreSQL's default is 4 096; 600 000 (OWASP's advice for PBKDF2-SHA-256) is about 0.3 s here. */
+const MAX_SCRAM_ITERATIONS = 600_000;
+
+/**
+ * A refusal no retry can fix (the server's certificate, TLS required but not offered, a login
+ * leasehold will not or cannot do): SQLSTATE 28000, invalid authorization, so the backend reports it
+ * as refused credentials (`ERR_BACKEND_AUTH`, not retried; the CLI exits 2).
+ */
+const refused = (message: string) => new PostgresError(message, "28000");
 
 const cstring = (s: string) => Buffer.from(`${s}\0`, "utf8");
 const int32 = (n: number) => {
@@ -91,6 +135,7 @@ function errorOf(body: Buffer): PostgresError {
   const fields = new Map<string, string>();
   for (let at = 0; at < body.length && body[at] !== 0; ) {
     const end = body.indexOf(0, at + 1);
+    if (end < 0) break; // a field without its NUL: the rest is not read
     fields.set(String.fromCharCode(body[at]!), body.toString("utf8", at + 1, end));
     at = end + 1;
   }
@@ -105,9 +150,11 @@ export function postgresClient(t: PostgresTarget) {
   let conn: Promise<Connection> | undefined;
   let chain: Promise<unknown> = Promise.resolve();
   let ended = false;
+  /** The socket of a connection being made, which end() destroys rather than waits for. */
+  const opening = { socket: undefined as Socket | undefined };
 
   const connection = () => {
-    conn ??= open(t).catch((error) => {
+    conn ??= open(t, opening).catch((error) => {
       conn = undefined;
       throw error;
     });
@@ -118,7 +165,12 @@ export function postgresClient(t: PostgresTarget) {
     query(text: string, params: string[]): Promise<Record<string, string | null>[]> {
       if (ended) return Promise.reject(new Error("the connection is closed"));
       const run = chain.then(async () => {
-        const c = await connection();
+        let c = await connection();
+        if (c.broken()) {
+          // It broke while idle (the server restarted, a reset): a new one, not a failed statement.
+          conn = undefined;
+          c = await connection();
+        }
         try {
           return await c.statement(text, params);
         } catch (error) {
@@ -131,6 +183,8 @@ export function postgresClient(t: PostgresTarget) {
     },
     async end(): Promise<void> {
       ended = true;
+      // A connection still being made is dropped, not waited for (its server may never answer).
+      opening.socket?.destroy();
       const c = await conn?.catch(() => undefined);
       c?.close();
     },
@@ -139,45 +193,105 @@ export function postgresClient(t: PostgresTarget) {
 
 interface Connection {
   statement(text: string, params: string[]): Promise<Record<string, string | null>[]>;
+  /** Whether the connection closed or failed since it was made. */
+  broken(): boolean;
   close(): void;
 }
 
-/** Connects, negotiates TLS and logs in. */
-async function open(t: PostgresTarget): Promise<Connection> {
-  const where = `${t.host}:${t.port}`;
-  let socket: Socket = tcp({ host: t.host, port: t.port });
-  await new Promise<void>((resolve, reject) => {
-    socket.once("connect", resolve);
-    socket.once("error", (e) => reject(new Error(`${where}: ${e.message}`)));
+/**
+ * Resolves with `value` of the socket's `event`; rejects on its error (as `failed` words it), end
+ * or close. Its listeners are removed once it settles.
+ */
+function until<T>(
+  socket: Socket,
+  where: string,
+  event: string,
+  value: (first: unknown) => T,
+  failed = (e: Error): Error => new Error(`${where}: ${e.message}`),
+): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const handlers: Record<string, (first: unknown) => void> = {
+      [event]: (first) => settle(() => resolve(value(first))),
+      error: (e) => settle(() => reject(failed(e as Error))),
+      end: () => settle(() => reject(new Error(`connection to ${where} closed`))),
+      close: () => settle(() => reject(new Error(`connection to ${where} closed`))),
+    };
+    const settle = (then: () => void) => {
+      for (const [name, handler] of Object.entries(handlers)) socket.off(name, handler);
+      then();
+    };
+    for (const [name, handler] of Object.entries(handlers)) socket.on(name, handler);
   });
-  if (t.sslmode !== "disable") {
-    // SSLRequest: the server answers one byte, S (TLS follows) or N (no TLS here).
-    socket.write(Buffer.concat([int32(8), int32(80877103)]));
-    const answer = await new Promise<string>((resolve, reject) => {
-      socket.once("data", (b: Buffer) => resolve(String.fromCharCode(b[0]!)));
-      socket.once("error", (e) => reject(new Error(`${where}: ${e.message}`)));
-    });
-    if (answer === "S") {
-      const secure = tls({
-        socket,
-        host: t.host, // the name verify-full checks the certificate against
-        ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }),
-        // require: encrypted, certificate not checked (as libpq without a root certificate);
-        // verify-ca: the chain; verify-full: the chain and the host name.
-        rejectUnauthorized: t.sslmode === "verify-ca" || t.sslmode === "verify-full",
-        ...(t.sslmode === "verify-ca" ? { checkServerIdentity: () => undefined } : {}),
-      });
-      await new Promise<void>((resolve, reject) => {
-        secure.once("secureConnect", resolve);
-        secure.once("error", (e) => reject(new Error(`${where}: TLS: ${e.message}`)));
-      });
-      socket = secure;
-    } else if (t.sslmode !== "prefer") {
-      socket.destroy();
-      throw new Error(`${where} does not accept TLS, and sslmode=${t.sslmode} requires it`);
-    }
-  }
+}
 
+/**
+ * Connects, negotiates TLS and logs in, all within `t.connectTimeout` (the socket is destroyed
+ * then); `opening.socket` is the socket in use until it is done.
+ */
+async function open(t: PostgresTarget, opening: { socket: Socket | undefined }): Promise<Connection> {
+  const where = `${t.host}:${t.port}`;
+  const raw = tcp({ host: t.host, port: t.port });
+  // Its errors reach whoever waits (until) or, under TLS, the TLS socket: never an uncaught one.
+  raw.on("error", () => {});
+  let socket: Socket = raw;
+  opening.socket = socket;
+  let late = false;
+  const deadline = setTimeout(() => {
+    late = true;
+    socket.destroy();
+    raw.destroy();
+  }, t.connectTimeout);
+  try {
+    await until(raw, where, "connect", () => undefined);
+    let tlsOn = false;
+    if (t.sslmode !== "disable") {
+      // SSLRequest: the server answers one byte, S (TLS follows) or N (no TLS here).
+      socket.write(Buffer.concat([int32(8), int32(80877103)]));
+      const answer = await until(socket, where, "data", (b) => String.fromCharCode((b as Buffer)[0]!));
+      if (answer === "S") {
+        const secure = tls({
+          socket,
+          host: t.host, // the name verify-full checks the certificate against
+          ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }),
+          // require: encrypted, certificate not checked (as libpq without a root certificate);
+          // verify-ca: the chain; verify-full: the chain and the host name.
+          rejectUnauthorized: t.sslmode === "verify-ca" || t.sslmode === "verify-full",
+          ...(t.sslmode === "verify-ca" ? { checkServerIdentity: () => undefined } : {}),
+        });
+        socket = secure;
+        opening.socket = secure;
+        // A certificate it cannot verify is configuration (NODE_EXTRA_CA_CERTS, the host name).
+        await until(
+          secure,
+          where,
+          "secureConnect",
+          () => undefined,
+          (e) => (late ? new Error(`${where}: ${e.message}`) : refused(`${where}: TLS: ${e.message}`)),
+        );
+        tlsOn = true;
+      } else if (answer !== "N") {
+        throw new Error(`${where} answered the SSLRequest with ${JSON.stringify(answer)}: not PostgreSQL?`);
+      } else if (t.sslmode !== "prefer") {
+        throw refused(`${where} does not accept TLS, and sslmode=${t.sslmode} requires it`);
+      }
+    }
+    const c = session(t, socket, where);
+    await c.login(tlsOn);
+    return c.connection;
+  } catch (error) {
+    socket.destroy();
+    raw.destroy();
+    if (error instanceof PostgresError) throw error;
+    // The deadline's own error is the one to report, whichever wait it ended.
+    throw late ? new Error(`no answer from ${where} within ${t.connectTimeout} ms (connect_timeout)`) : error;
+  } finally {
+    clearTimeout(deadline);
+    opening.socket = undefined;
+  }
+}
+
+/** The protocol on a connected (and maybe encrypted) socket: the login, then statements. */
+function session(t: PostgresTarget, socket: Socket, where: string) {
   // Incoming messages, in order, to whoever waits for the next one.
   const queue: Incoming[] = [];
   let waiter: { resolve: (m: Incoming) => void; reject: (e: Error) => void } | undefined;
@@ -189,7 +303,6 @@ async function open(t: PostgresTarget): Promise<Connection> {
     waiter = undefined;
     socket.destroy();
   };
-  socket.removeAllListeners("error");
   socket.on("error", (e) => fail(new Error(`${where}: ${e.message}`)));
   socket.on("close", () => fail(new Error(`connection to ${where} closed`)));
   socket.setTimeout(ANSWER_WITHIN, () => {
@@ -199,6 +312,7 @@ async function open(t: PostgresTarget): Promise<Connection> {
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
     while (buffer.length >= 5) {
       const length = buffer.readInt32BE(1);
+      if (length < 4) return fail(new Error(`${where} sent a message of length ${length}: not PostgreSQL?`));
       if (buffer.length < length + 1) break;
       queue.push({ type: String.fromCharCode(buffer[0]!), body: buffer.subarray(5, length + 1) });
       buffer = buffer.subarray(length + 1);
@@ -226,31 +340,7 @@ async function open(t: PostgresTarget): Promise<Connection> {
     socket.write(b);
   };
 
-  try {
-    send(
-      message(
-        "",
-        int32(196608),
-        ...[
-          "user",
-          t.user,
-          "database",
-          t.database,
-          "client_encoding",
-          "UTF8",
-          "application_name",
-          "leasehold",
-        ].map(cstring),
-        Buffer.from([0]),
-      ),
-    );
-    await login(t, next, send);
-  } catch (error) {
-    socket.destroy();
-    throw error;
-  }
-
-  return {
+  const connection: Connection = {
     async statement(text, params) {
       send(
         Buffer.concat([
@@ -285,6 +375,7 @@ async function open(t: PostgresTarget): Promise<Connection> {
       if (error) throw error;
       return rows;
     },
+    broken: () => broken !== undefined,
     close() {
       try {
         socket.end(message("X"));
@@ -292,50 +383,134 @@ async function open(t: PostgresTarget): Promise<Connection> {
       socket.destroy();
     },
   };
+
+  return {
+    connection,
+    async login(tlsOn: boolean) {
+      send(
+        message(
+          "",
+          int32(196608),
+          ...[
+            "user",
+            t.user,
+            "database",
+            t.database,
+            "client_encoding",
+            "UTF8",
+            "application_name",
+            t.applicationName,
+          ].map(cstring),
+          Buffer.from([0]),
+        ),
+      );
+      await login(t, tlsOn, next, send);
+    },
+  };
 }
 
-/** Authentication: SCRAM-SHA-256, md5 or cleartext, as the server asks; then ReadyForQuery. */
-async function login(t: PostgresTarget, next: () => Promise<Incoming>, send: (b: Buffer) => void) {
+/** The methods allowed without `require_auth`: a password or its md5 only to a verified server. */
+function allowed(t: PostgresTarget, tlsOn: boolean): AuthMethod[] {
+  if (t.requireAuth) return t.requireAuth;
+  const verified = tlsOn && (t.sslmode === "verify-ca" || t.sslmode === "verify-full");
+  return verified ? [...AUTH_METHODS] : ["scram-sha-256", "none"];
+}
+
+/**
+ * Authentication: SCRAM-SHA-256, md5 or cleartext, as the server asks and `allowed` permits; then
+ * ReadyForQuery. Once SCRAM has begun only its next step is accepted (SASLContinue, then
+ * SASLFinal with the server's signature verified, then AuthenticationOk): a server that skips a
+ * step, or switches to a password, is refused.
+ */
+async function login(
+  t: PostgresTarget,
+  tlsOn: boolean,
+  next: () => Promise<Incoming>,
+  send: (b: Buffer) => void,
+) {
+  const methods = allowed(t, tlsOn);
+  const permit = (method: AuthMethod, what: string) => {
+    if (!methods.includes(method))
+      throw refused(
+        `the server asks for ${what}, which leasehold sends only ` +
+          (t.requireAuth
+            ? `when require_auth lists ${method} (it is ${t.requireAuth.join(",")})`
+            : `over TLS with sslmode=verify-ca or verify-full, or with require_auth=${method} in DATABASE_URL`),
+      );
+  };
   const password = () => {
     if (t.password === undefined)
       throw new PostgresError("the server asks for a password and DATABASE_URL has none", "28P01");
     return t.password;
   };
+  // start → (password sent | sasl → sasl-continued → verified) → ok → ReadyForQuery.
+  let step: "start" | "password" | "sasl" | "sasl-continued" | "verified" | "ok" = "start";
   let scram: { nonce: string; first: string; server?: Buffer } | undefined;
+  const out = (what: string) => refused(`the server sent ${what} out of order during the login (at ${step})`);
   for (;;) {
     const m = await next();
     if (m.type === "E") throw errorOf(m.body);
-    if (m.type === "Z") return;
-    if (m.type !== "R") continue;
+    if (m.type === "Z") {
+      if (step !== "ok") throw out("ReadyForQuery");
+      return;
+    }
+    if (m.type !== "R") {
+      if (step === "ok") continue; // BackendKeyData and the like
+      throw out(`a message of type ${JSON.stringify(m.type)}`);
+    }
+    if (m.body.length < 4) throw out("a truncated authentication request");
     const code = m.body.readInt32BE(0);
-    if (code === 0) continue;
-    if (code === 3) send(message("p", cstring(password())));
-    else if (code === 5) {
-      const inner = createHash("md5")
-        .update(password() + t.user)
-        .digest("hex");
-      const outer = createHash("md5")
-        .update(Buffer.concat([Buffer.from(inner), m.body.subarray(4, 8)]))
-        .digest("hex");
-      send(message("p", cstring(`md5${outer}`)));
+    if (code === 0) {
+      if (step === "start") permit("none", "no authentication");
+      else if (step !== "password" && step !== "verified") throw out("AuthenticationOk");
+      step = "ok";
+    } else if (code === 3 || code === 5) {
+      if (step !== "start") throw out(`a password request (code ${code})`);
+      if (code === 3) {
+        permit("password", "the password in clear text");
+        send(message("p", cstring(password())));
+      } else {
+        permit("md5", "an md5 password hash");
+        const inner = createHash("md5")
+          .update(password() + t.user)
+          .digest("hex");
+        const outer = createHash("md5")
+          .update(Buffer.concat([Buffer.from(inner), m.body.subarray(4, 8)]))
+          .digest("hex");
+        send(message("p", cstring(`md5${outer}`)));
+      }
+      step = "password";
     } else if (code === 10) {
+      if (step !== "start") throw out("a new SASL request");
+      permit("scram-sha-256", "SCRAM-SHA-256");
       const mechanisms = m.body.toString("utf8", 4).split("\0");
       if (!mechanisms.includes("SCRAM-SHA-256"))
-        throw new Error(
+        throw refused(
           `the server offers ${mechanisms.filter(Boolean).join(", ")}; leasehold speaks SCRAM-SHA-256`,
         );
       const nonce = randomBytes(18).toString("base64");
       scram = { nonce, first: `n=,r=${nonce}` };
       const data = Buffer.from(`n,,${scram.first}`);
       send(message("p", cstring("SCRAM-SHA-256"), int32(data.length), data));
-    } else if (code === 11 && scram) {
+      step = "sasl";
+    } else if (code === 11) {
+      if (step !== "sasl" || !scram) throw out("SASLContinue");
       const serverFirst = m.body.toString("utf8", 4);
       const attrs = new Map(serverFirst.split(",").map((kv) => [kv[0]!, kv.slice(2)] as [string, string]));
       const nonce = attrs.get("r") ?? "";
       const salt = Buffer.from(attrs.get("s") ?? "", "base64");
       const iterations = Number(attrs.get("i"));
-      if (!nonce.startsWith(scram.nonce) || !(iterations > 0))
-        throw new Error("SCRAM: the server's first message is invalid");
+      if (
+        !nonce.startsWith(scram.nonce) ||
+        nonce === scram.nonce ||
+        !Number.isInteger(iterations) ||
+        iterations < 1
+      )
+        throw refused("SCRAM: the server's first message is invalid");
+      if (iterations > MAX_SCRAM_ITERATIONS)
+        throw refused(
+          `SCRAM: the server asks for ${iterations} iterations; leasehold does at most ${MAX_SCRAM_ITERATIONS}`,
+        );
       const salted = pbkdf2Sync(password(), salt, iterations, 32, "sha256");
       const hmac = (key: Buffer, text: string) => createHmac("sha256", key).update(text).digest();
       const clientKey = hmac(salted, "Client Key");
@@ -346,11 +521,14 @@ async function login(t: PostgresTarget, next: () => Promise<Incoming>, send: (b:
       const proof = Buffer.from(clientKey.map((b, i) => b ^ signature[i]!));
       scram.server = hmac(hmac(salted, "Server Key"), auth);
       send(message("p", Buffer.from(`${withoutProof},p=${proof.toString("base64")}`)));
-    } else if (code === 12 && scram?.server) {
+      step = "sasl-continued";
+    } else if (code === 12) {
+      if (step !== "sasl-continued" || !scram?.server) throw out("SASLFinal");
       const v = m.body.toString("utf8", 4).match(/(?:^|,)v=([^,]+)/)?.[1];
       if (v !== scram.server.toString("base64"))
-        throw new Error("SCRAM: the server's signature does not match");
-    } else throw new Error(`the server asks for an authentication leasehold does not speak (code ${code})`);
+        throw refused("SCRAM: the server's signature does not match (it does not know the password)");
+      step = "verified";
+    } else throw refused(`the server asks for an authentication leasehold does not speak (code ${code})`);
   }
 }
 

@@ -29,6 +29,13 @@ export function encodeCommand(args: readonly (string | Buffer)[]): Buffer {
 
 export const incomplete = Symbol("incomplete");
 
+/** A length, a count or an integer reply: a whole number, or the reply is not RESP. */
+function count(line: string): number {
+  if (!/^-?\d{1,18}$/.test(line))
+    throw new Error(`RESP: expected a whole number, got ${JSON.stringify(line.slice(0, 40))}`);
+  return Number(line);
+}
+
 /** Parses one reply at `pos`; returns the reply and the next position, or `incomplete`. */
 export function parse(buf: Buffer, pos: number): { value: Reply; end: number } | typeof incomplete {
   const eol = buf.indexOf("\r\n", pos);
@@ -42,19 +49,19 @@ export function parse(buf: Buffer, pos: number): { value: Reply; end: number } |
     case "-":
       return { value: new RedisReplyError(line), end: next };
     case ":":
-      return { value: Number(line), end: next };
+      return { value: count(line), end: next };
     case "$": {
-      const len = Number(line);
+      const len = count(line);
       if (len < 0) return { value: null, end: next };
       if (buf.length < next + len + 2) return incomplete;
       return { value: buf.subarray(next, next + len), end: next + len + 2 };
     }
     case "*": {
-      const count = Number(line);
-      if (count < 0) return { value: null, end: next };
+      const n = count(line);
+      if (n < 0) return { value: null, end: next };
       const items: Reply[] = [];
       let at = next;
-      for (let i = 0; i < count; i++) {
+      for (let i = 0; i < n; i++) {
         const item = parse(buf, at);
         if (item === incomplete) return incomplete;
         items.push(item.value);
@@ -138,20 +145,30 @@ function plain(reply: Reply): unknown {
 const ANSWER_WITHIN = 10_000;
 
 /**
- * One connection to `t`, made on the first command and made again after it broke: every command
- * is sent after the AUTH and SELECT its connection began with. `close()` ends it.
+ * A refused AUTH or SELECT: the URL is wrong (a password the server does not expect, a database it
+ * does not have), which no retry fixes. A reply error, so the backend does not retry it; the CLI
+ * reads its name and exits 2 (cli/main.ts).
+ */
+export class RedisLoginRefused extends RedisReplyError {
+  static readonly NAME = "RedisLoginRefused";
+  override name = RedisLoginRefused.NAME;
+}
+
+/**
+ * One connection to `t`, made on the first command and made again after it broke: its AUTH and
+ * SELECT are answered before any command is sent on it, and a refused one drops it (the command
+ * is never sent). `close()` ends it.
  */
 export function redisClient(t: RedisTarget) {
-  let current:
-    | { socket: Socket; pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] }
-    | undefined;
+  type Conn = { socket: Socket; pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] };
+  let current: Conn | undefined;
   let closed = false;
 
-  function open() {
+  function open(): { conn: Conn; ready: Promise<void> } {
     const socket = t.tls
       ? tls({ host: t.host, port: t.port, ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }) })
       : tcp({ host: t.host, port: t.port });
-    const conn = { socket, pending: [] as { resolve: (r: Reply) => void; reject: (e: Error) => void }[] };
+    const conn: Conn = { socket, pending: [] };
     const fail = (error: Error) => {
       if (current === conn) current = undefined;
       for (const p of conn.pending.splice(0)) p.reject(error);
@@ -173,13 +190,18 @@ export function redisClient(t: RedisTarget) {
     if (t.password !== undefined)
       login.push(t.username === undefined ? ["AUTH", t.password] : ["AUTH", t.username, t.password]);
     if (t.db !== 0) login.push(["SELECT", String(t.db)]);
-    // Pipelined before any command: a refused AUTH or SELECT fails the command that opened it.
-    const ready = Promise.all(login.map((args) => request(conn, args)));
-    ready.catch(() => socket.destroy());
+    const ready = Promise.all(login.map((args) => request(conn, args))).then((replies) => {
+      const no = replies.find((r) => r instanceof RedisReplyError);
+      if (no) {
+        fail(new Error("login refused"));
+        throw new RedisLoginRefused(`${no.message} (REDIS_URL's ${login[replies.indexOf(no)]![0]})`);
+      }
+    });
+    ready.catch(() => {}); // the commands waiting for it throw its error
     return { conn, ready };
   }
 
-  function request(conn: NonNullable<typeof current>, args: string[]): Promise<Reply> {
+  function request(conn: Conn, args: string[]): Promise<Reply> {
     return new Promise<Reply>((resolve, reject) => {
       conn.pending.push({ resolve, reject });
       conn.socket.write(encodeCommand(args));
@@ -192,10 +214,9 @@ export function redisClient(t: RedisTarget) {
       if (closed) throw new Error("the connection is closed");
       if (opened === undefined || current !== opened.conn) opened = open();
       const { conn, ready } = opened;
-      const reply = request(conn, [command, ...args]);
-      reply.catch(() => {}); // a refused login fails it too: the login's error is the one thrown
-      for (const r of await ready) if (r instanceof RedisReplyError) throw r;
-      const value = plain(await reply);
+      await ready;
+      if (current !== conn) throw new Error(`connection to ${t.host}:${t.port} closed`);
+      const value = plain(await request(conn, [command, ...args]));
       if (value instanceof RedisReplyError) throw value;
       return value;
     },

@@ -343,7 +343,8 @@ describe("leasehold's PostgreSQL client", () => {
         cli(["status", "--create-table", "--name", unique("tls")], { env: env("require", pgc.port) }),
       ];
       const statuses = await Promise.all(runs.map((x) => x.status));
-      expect(statuses, runs.map((x) => x.stderr).join("\n")).toEqual([0, 0, 69, 0, 69]);
+      // An untrusted certificate and TLS required but not offered are configuration: 2, not retried.
+      expect(statuses, runs.map((x) => x.stderr).join("\n")).toEqual([0, 0, 2, 0, 2]);
       expect(tlsSessions).toBe(2);
       expect(runs[0]!.stdout).toMatch(/is free on postgres at .*\(sslmode verify-full\)\n$/);
       expect(runs[2]!.stderr).toMatch(/TLS: self[- ]signed certificate/);
@@ -369,11 +370,15 @@ describe("leasehold's PostgreSQL client: md5 and cleartext passwords", () => {
         await c.query(`ALTER ROLE postgres PASSWORD '${server.password}'`);
         await c.end();
       }
+      // Without TLS, a password (or its md5) is sent only when require_auth asks for it.
       const env = {
         ...bare,
-        DATABASE_URL: `${server.url}?sslmode=disable`,
+        DATABASE_URL: `${server.url}?sslmode=disable&require_auth=${auth}`,
         LEASEHOLD_POSTGRES_TABLE: "cli_auth",
       };
+      const refused = cli(["status", "--name", "x"], {
+        env: { ...env, DATABASE_URL: `${server.url}?sslmode=disable` },
+      });
       const ok = cli(["exec", "--create-table", "--name", unique(auth), "--", "sh", "-c", "echo ran"], {
         env,
       });
@@ -384,6 +389,8 @@ describe("leasehold's PostgreSQL client: md5 and cleartext passwords", () => {
       expect(ok.stdout).toBe("ran\n");
       expect(await wrong.status).toBe(2);
       expect(wrong.stderr).toMatch(/password authentication failed/);
+      expect(await refused.status).toBe(2);
+      expect(refused.stderr).toMatch(new RegExp(`or with require_auth=${auth} in DATABASE_URL`));
     } finally {
       await server.stop();
     }

@@ -1,0 +1,283 @@
+// leasehold's own PostgreSQL and Redis clients (cli/pgwire.ts, cli/resp.ts) against servers that
+// misbehave: a server that closes or never answers, an impostor that skips SCRAM's proof or asks
+// for the password in clear, garbled replies. Those are FAKE servers (node:net, in this file):
+// only a broken or hostile server shows these behaviours. A refused Redis login runs against the
+// real redis-server the harness starts.
+import { Buffer } from "node:buffer";
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
+import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
+import IORedis from "ioredis";
+import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
+import { bare, cli, stopChildren, unique } from "../harness/cli.ts";
+
+afterEach(stopChildren);
+
+const servers: Server[] = [];
+const sockets: Socket[] = [];
+afterAll(() => {
+  for (const s of sockets) s.destroy();
+  for (const s of servers) s.close();
+});
+
+/** A fake server on a loopback port: `onSocket` plays the server's part. */
+async function fake(onSocket: (socket: Socket) => void): Promise<number> {
+  const server = createServer((socket) => {
+    sockets.push(socket);
+    socket.on("error", () => {});
+    onSocket(socket);
+  });
+  servers.push(server);
+  await new Promise<void>((ok) => server.listen(0, "127.0.0.1", ok));
+  return (server.address() as AddressInfo).port;
+}
+
+const int32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeInt32BE(n);
+  return b;
+};
+const pgMessage = (type: string, body: Buffer) =>
+  Buffer.concat([Buffer.from(type), int32(body.length + 4), body]);
+const auth = (code: number, data = "") => pgMessage("R", Buffer.concat([int32(code), Buffer.from(data)]));
+const ready = pgMessage("Z", Buffer.from("I"));
+
+/**
+ * A fake PostgreSQL server: answers the SSLRequest with N, then calls `step` with each message the
+ * client sends after its startup message (`p` messages: the password, SCRAM's), `n` counting
+ * from 0, and writes what it returns; `startup` is written after the startup message.
+ */
+function fakePostgres(
+  startup: Buffer,
+  step: (body: Buffer, n: number, socket: Socket) => Buffer | undefined,
+) {
+  const received: Buffer[] = [];
+  const port = fake((socket) => {
+    let buffer = Buffer.alloc(0);
+    let phase = 0; // 0: SSLRequest or startup, 1: startup read, messages follow
+    socket.on("data", (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      for (;;) {
+        if (phase === 0) {
+          if (buffer.length < 8) return;
+          const length = buffer.readInt32BE(0);
+          if (buffer.length < length) return;
+          const ssl = length === 8 && buffer.readInt32BE(4) === 80877103;
+          buffer = buffer.subarray(length);
+          if (ssl) socket.write("N");
+          else {
+            phase = 1;
+            socket.write(startup);
+          }
+          continue;
+        }
+        if (buffer.length < 5) return;
+        const length = buffer.readInt32BE(1);
+        if (buffer.length < length + 1) return;
+        const body = buffer.subarray(5, length + 1);
+        buffer = buffer.subarray(length + 1);
+        received.push(body);
+        const answer = step(body, received.length - 1, socket);
+        if (answer) socket.write(answer);
+      }
+    });
+  });
+  return { port, received };
+}
+
+const pgEnv = (port: number, query = "") => ({
+  ...bare,
+  DATABASE_URL: `postgres://leasehold:s3cret-password@127.0.0.1:${port}/db${query}`,
+});
+
+describe("leasehold's PostgreSQL client: a server that closes or never answers", () => {
+  it("with the default sslmode, status and exec exit 69 within the bound and run nothing", async () => {
+    // Accepts, then closes at once: the SSLRequest's answer never comes. This exited 0 having done
+    // nothing (the wait was never settled and the event loop emptied).
+    const closing = await fake((socket) => socket.destroy());
+    // Accepts and never answers: this waited forever.
+    const silent = await fake(() => {});
+    const start = performance.now();
+    const runs = [
+      cli(["status", "--name", "x"], { env: pgEnv(closing) }),
+      cli(["exec", "--name", unique("pg"), "--", "echo", "RAN"], { env: pgEnv(closing) }),
+      cli(["status", "--name", "x"], { env: pgEnv(silent) }),
+      cli(["exec", "--name", unique("pg"), "--", "echo", "RAN"], { env: pgEnv(silent) }),
+      cli(["status", "--name", "x"], { env: pgEnv(silent, "?connect_timeout=2") }),
+    ];
+    const fast = await runs[4]!.status;
+    expect(fast, runs[4]!.stderr).toBe(69);
+    expect(performance.now() - start).toBeLessThan(9_000); // connect_timeout=2, not the default 10 s
+    expect(runs[4]!.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 2000 ms \(connect_timeout\)/);
+    const statuses = await Promise.all(runs.map((x) => x.status));
+    expect(statuses, runs.map((x) => x.stderr).join("\n")).toEqual([69, 69, 69, 69, 69]);
+    expect(performance.now() - start).toBeLessThan(25_000);
+    for (const x of runs) expect(x.stdout).toBe("");
+    // A close, or a reset when the SSLRequest reached the closing socket first.
+    for (const x of runs.slice(0, 2))
+      expect(x.stderr).toMatch(/connection to 127\.0\.0\.1:\d+ closed|127\.0\.0\.1:\d+: read ECONNRESET/);
+    for (const x of runs.slice(2, 4))
+      expect(x.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 10000 ms \(connect_timeout\)/);
+  }, 40_000);
+
+  it("exec --wait against a server that closes at once gives up at --timeout with 69", async () => {
+    const closing = await fake((socket) => socket.destroy());
+    const run = cli(["exec", "--wait", "--timeout", "3000", "--name", unique("pg"), "--", "echo", "RAN"], {
+      env: pgEnv(closing),
+    });
+    expect(await run.status, run.stderr).toBe(69);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toMatch(/could not reach the backend within 3000 ms/);
+  });
+
+  it("connect_timeout must be a whole number of seconds (0, waiting forever, is refused)", async () => {
+    const run = cli(["status", "--name", "x"], { env: pgEnv(5432, "?connect_timeout=0") });
+    expect(await run.status).toBe(2);
+    expect(run.stderr).toMatch(
+      /DATABASE_URL: connect_timeout must be a whole number of seconds from 1 to 3600/,
+    );
+  });
+});
+
+const PASSWORD = "s3cret-password";
+
+/** SCRAM's server-first message for the client-first `body` (a SASLInitialResponse). */
+function serverFirst(body: Buffer, iterations = 4096): string {
+  const clientFirst = body.toString("utf8", body.indexOf(0) + 1 + 4); // mechanism\0, int32 length
+  const nonce = /r=([^,]+)/.exec(clientFirst)![1]!;
+  return `r=${nonce}${randomBytes(9).toString("base64")},s=${randomBytes(16).toString("base64")},i=${iterations}`;
+}
+
+describe("leasehold's PostgreSQL client: a server that does not know the password (an impostor)", () => {
+  it("refuses AuthenticationOk before the SCRAM signature, a switch to a cleartext password, and absurd iteration counts", async () => {
+    const sasl = auth(10, "SCRAM-SHA-256\0\0");
+    // R10 → R11 → R0: skips SASLFinal, whose signature proves the server knows the password.
+    const skips = fakePostgres(sasl, (body, n) =>
+      n === 0 ? auth(11, serverFirst(body)) : Buffer.concat([auth(0), ready]),
+    );
+    // R10 → R11 → R3: asks for the password in clear once SCRAM began.
+    const switches = fakePostgres(sasl, (body, n) => (n === 0 ? auth(11, serverFirst(body)) : auth(3)));
+    // R10 → R11 with a billion iterations: pbkdf2 would block for minutes.
+    const slow = fakePostgres(sasl, (body) => auth(11, serverFirst(body, 1_000_000_000)));
+    // R10 → R0 at once.
+    const early = fakePostgres(sasl, () => Buffer.concat([auth(0), ready]));
+    const fakes = [skips, switches, slow, early];
+    const start = performance.now();
+    const runs = await Promise.all(
+      fakes.map(async (f) => cli(["status", "--name", "x"], { env: pgEnv(await f.port) })),
+    );
+    const statuses = await Promise.all(runs.map((x) => x.status));
+    // Exit 2 (configuration: not retried), at once.
+    expect(statuses, runs.map((x) => x.stderr).join("\n")).toEqual([2, 2, 2, 2]);
+    expect(performance.now() - start).toBeLessThan(8_000);
+    expect(runs[0]!.stderr).toMatch(
+      /sent AuthenticationOk out of order during the login \(at sasl-continued\)/,
+    );
+    expect(runs[1]!.stderr).toMatch(/sent a password request \(code 3\) out of order/);
+    expect(runs[2]!.stderr).toMatch(/asks for 1000000000 iterations; leasehold does at most 600000/);
+    expect(runs[3]!.stderr).toMatch(/sent AuthenticationOk out of order during the login \(at sasl\)/);
+    // The password itself never reached a server (only SCRAM's proof did).
+    for (const f of fakes)
+      for (const body of f.received) expect(body.toString("latin1")).not.toContain(PASSWORD);
+  });
+
+  it("sends a cleartext password or md5 hash only over verified TLS or with require_auth", async () => {
+    const asks = (code: number) =>
+      fakePostgres(auth(code, code === 5 ? "salt" : ""), () =>
+        pgMessage("E", Buffer.from("SFATAL\0C28P01\0Mno\0\0")),
+      );
+    const fakes = [asks(3), asks(5), asks(3)];
+    const runs = await Promise.all(
+      fakes.map(async (f, i) =>
+        cli(["status", "--name", "x"], { env: pgEnv(await f.port, i === 2 ? "?require_auth=password" : "") }),
+      ),
+    );
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
+    expect(runs[0]!.stderr).toMatch(
+      /asks for the password in clear text, which leasehold sends only over TLS with sslmode=verify-ca or verify-full, or with require_auth=password/,
+    );
+    expect(runs[1]!.stderr).toMatch(
+      /asks for an md5 password hash, which leasehold sends only .*require_auth=md5/,
+    );
+    expect(fakes[0]!.received).toEqual([]);
+    expect(fakes[1]!.received).toEqual([]);
+    // Opted in: sent (and this fake refuses it).
+    expect(runs[2]!.stderr).toMatch(/no \(SQLSTATE 28P01\)/);
+    expect(fakes[2]!.received.map((b) => b.toString())).toEqual([`${PASSWORD}\0`]);
+  });
+
+  it("a SASLFinal whose signature does not match is refused with 2 (SCRAM's proof itself is right)", async () => {
+    let proofOk = false;
+    let first = "";
+    let clientFirstBare = "";
+    const f = fakePostgres(auth(10, "SCRAM-SHA-256\0\0"), (body, n) => {
+      if (n === 0) {
+        clientFirstBare = body.toString("utf8", body.indexOf(0) + 1 + 4).slice(3);
+        first = serverFirst(body);
+        return auth(11, first);
+      }
+      // Check the client's proof as PostgreSQL does, then sign with the wrong key.
+      const final = body.toString("utf8");
+      const withoutProof = final.slice(0, final.indexOf(",p="));
+      const salted = pbkdf2Sync(
+        PASSWORD,
+        Buffer.from(/s=([^,]+)/.exec(first)![1]!, "base64"),
+        4096,
+        32,
+        "sha256",
+      );
+      const clientKey = createHmac("sha256", salted).update("Client Key").digest();
+      const stored = createHash("sha256").update(clientKey).digest();
+      const signature = createHmac("sha256", stored)
+        .update(`${clientFirstBare},${first},${withoutProof}`)
+        .digest();
+      const proof = Buffer.from(final.slice(final.indexOf(",p=") + 3), "base64");
+      proofOk = Buffer.compare(Buffer.from(proof.map((b, i) => b ^ signature[i]!)), clientKey) === 0;
+      return Buffer.concat([auth(12, `v=${randomBytes(32).toString("base64")}`), auth(0), ready]);
+    });
+    const run = cli(["status", "--name", "x"], { env: pgEnv(await f.port) });
+    expect(await run.status).toBe(2);
+    expect(proofOk).toBe(true);
+    expect(run.stderr).toMatch(/SCRAM: the server's signature does not match/);
+  });
+
+  it("an ErrorResponse field without its NUL ends the login with the error (it looped forever)", async () => {
+    const f = fakePostgres(pgMessage("E", Buffer.from("SFATAL\0C28000\0Mtruncated")), () => undefined);
+    const run = cli(["status", "--name", "x"], { env: pgEnv(await f.port) });
+    expect(await run.status).toBe(2);
+    expect(run.stderr).toMatch(/the server refused \(SQLSTATE 28000\)/);
+  });
+});
+
+const r = inject("redis");
+
+describe("leasehold's Redis client", () => {
+  const db0 = new IORedis(r.url);
+  afterAll(() => db0.disconnect());
+
+  it("a refused SELECT (a database the server does not have) exits 2 and sends no command", async () => {
+    const name = unique("db99");
+    // The scripts in the server's cache first (EVALSHA then succeeds at once, as on a busy server).
+    const warm = cli(["exec", "--name", unique("warm"), "--", "true"], {
+      env: { ...bare, REDIS_URL: r.url },
+    });
+    expect(await warm.status, warm.stderr).toBe(0);
+    // The command was pipelined behind SELECT: it ran on database 0 and left the lock there.
+    const run = cli(["exec", "--name", name, "--", "echo", "RAN"], {
+      env: { ...bare, REDIS_URL: `${r.url}/99` },
+    });
+    expect(await run.status, run.stderr).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toMatch(/DB index is out of range \(REDIS_URL's SELECT\)/);
+    expect(await db0.keys(`*${name}*`)).toEqual([]);
+  });
+
+  it("a garbled length ($abc) is a protocol error at once, not a wait", async () => {
+    // A fake server (a real one never sends this).
+    const port = await fake((socket) => socket.on("data", () => socket.write("$abc\r\n")));
+    const start = performance.now();
+    const run = cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: `redis://127.0.0.1:${port}` } });
+    expect(await run.status).toBe(69);
+    expect(performance.now() - start).toBeLessThan(8_000);
+    expect(run.stderr).toMatch(/RESP: expected a whole number, got "abc"/);
+  });
+});
