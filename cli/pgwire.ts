@@ -7,6 +7,7 @@ import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
+import { serverName, tlsRefusal } from "./tls.ts";
 
 /** Where a `postgres://` URL points, how to log in, and how to use TLS. */
 export interface PostgresTarget {
@@ -252,7 +253,7 @@ async function open(t: PostgresTarget, opening: { socket: Socket | undefined }):
         const secure = tls({
           socket,
           host: t.host, // the name verify-full checks the certificate against
-          ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }),
+          ...serverName(t.host),
           // require: encrypted, certificate not checked (as libpq without a root certificate);
           // verify-ca: the chain; verify-full: the chain and the host name.
           rejectUnauthorized: t.sslmode === "verify-ca" || t.sslmode === "verify-full",
@@ -266,7 +267,10 @@ async function open(t: PostgresTarget, opening: { socket: Socket | undefined }):
           where,
           "secureConnect",
           () => undefined,
-          (e) => (late ? new Error(`${where}: ${e.message}`) : refused(`${where}: TLS: ${e.message}`)),
+          (e) =>
+            !late && tlsRefusal(e)
+              ? refused(`${where}: TLS: ${e.message}`)
+              : new Error(`${where}: TLS: ${e.message}`),
         );
         tlsOn = true;
       } else if (answer !== "N") {

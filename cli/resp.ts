@@ -4,6 +4,7 @@
 import { Buffer } from "node:buffer";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
+import { serverName, tlsRefusal } from "./tls.ts";
 
 /** An error reply from Redis (`-ERR ...`), kept as a value so it can sit inside an EXEC array. */
 export class RedisReplyError extends Error {
@@ -166,7 +167,7 @@ export function redisClient(t: RedisTarget) {
 
   function open(): { conn: Conn; ready: Promise<void> } {
     const socket = t.tls
-      ? tls({ host: t.host, port: t.port, ...(/^[\d.:]+$/.test(t.host) ? {} : { servername: t.host }) })
+      ? tls({ host: t.host, port: t.port, ...serverName(t.host) })
       : tcp({ host: t.host, port: t.port });
     const conn: Conn = { socket, pending: [] };
     const fail = (error: Error) => {
@@ -183,7 +184,17 @@ export function redisClient(t: RedisTarget) {
       "data",
       replyReader((r) => conn.pending.shift()?.resolve(r), fail),
     );
-    socket.on("error", (error) => fail(new Error(`${t.host}:${t.port}: ${error.message}`)));
+    let secured = !t.tls;
+    socket.once("secureConnect", () => {
+      secured = true;
+    });
+    socket.on("error", (error) => {
+      // A certificate it cannot trust, or no TLS there: configuration. "TLS ..." has the shape of
+      // an error reply (CODE message), which the redis backend does not retry.
+      if (!secured && tlsRefusal(error))
+        fail(new RedisLoginRefused(`TLS ${t.host}:${t.port}: ${error.message} (REDIS_URL is rediss://)`));
+      else fail(new Error(`${t.host}:${t.port}: ${error.message}`));
+    });
     socket.on("close", () => fail(new Error(`connection to ${t.host}:${t.port} closed`)));
     current = conn;
     const login: string[][] = [];

@@ -234,12 +234,19 @@ describe("leasehold's Redis client", () => {
         env: { ...env, NODE_EXTRA_CA_CERTS: cert },
       });
       const untrusted = cli(["status", "--name", unique("tls")], { env });
+      // Configuration, not an outage: --wait does not retry it until --timeout.
+      const waiting = cli(["exec", "--wait", "--timeout", "30000", "--name", unique("tls"), "--", "true"], {
+        env,
+      });
+      const start = performance.now();
       expect(await trusted.status, trusted.stderr).toBe(0);
       expect(trusted.stdout).toMatch(
         new RegExp(`is free on redis at 127\\.0\\.0\\.1:${port}, database 1 \\(TLS\\)\\n$`),
       );
-      expect(await untrusted.status).toBe(69);
-      expect(untrusted.stderr).toMatch(/self[- ]signed certificate/);
+      expect(await untrusted.status).toBe(2);
+      expect(untrusted.stderr).toMatch(/TLS 127\.0\.0\.1:\d+: self[- ]signed certificate/);
+      expect(await waiting.status, waiting.stderr).toBe(2);
+      expect(performance.now() - start).toBeLessThan(20_000);
     } finally {
       server.close();
       rmSync(dir, { recursive: true, force: true });

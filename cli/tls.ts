@@ -1,0 +1,14 @@
+// What the CLI's own Redis and PostgreSQL clients share about TLS.
+
+/**
+ * Whether a TLS handshake's error is the server's certificate or a server that speaks no TLS
+ * (configuration: NODE_EXTRA_CA_CERTS, the host name, the URL's scheme), rather than the network
+ * failing (a reset, a timeout), which a retry may fix.
+ */
+export function tlsRefusal(error: Error & { code?: string }): boolean {
+  return /CERT|UNABLE_TO_|ERR_SSL_WRONG_VERSION_NUMBER|ERR_SSL_PACKET_LENGTH_TOO_LONG/.test(error.code ?? "");
+}
+
+/** The server name to send (SNI) for `host`: none for an IP address. */
+export const serverName = (host: string): { servername?: string } =>
+  /^[\d.:]+$/.test(host) ? {} : { servername: host };
