@@ -37,6 +37,7 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
   ],
   ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],
   ["0", ["status"], "held or free"],
+  [`${EXIT.internal}`, ALL, "an internal error (a bug): the message says what; please report it"],
   [`${EXIT.usage}`, ALL, "usage or configuration error (missing variables, bad option, credentials refused)"],
   [
     `${EXIT.unavailable}`,

@@ -2,13 +2,16 @@
 // misbehave: a server that closes or never answers, an impostor that skips SCRAM's proof or asks
 // for the password in clear, garbled replies. Those are FAKE servers (node:net, in this file):
 // only a broken or hostile server shows these behaviours. A refused Redis login runs against the
-// real redis-server the harness starts.
+// real redis-server the harness starts, and a connection ended while idle against the real
+// PostgreSQL server.
 import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import IORedis from "ioredis";
+import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
-import { bare, cli, stopChildren, unique } from "../harness/cli.ts";
+import { parsePostgresUrl, postgresClient } from "../../cli/pgwire.ts";
+import { bare, cli, sleep, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
@@ -279,5 +282,30 @@ describe("leasehold's Redis client", () => {
     expect(await run.status).toBe(69);
     expect(performance.now() - start).toBeLessThan(8_000);
     expect(run.stderr).toMatch(/RESP: expected a whole number, got "abc"/);
+  });
+});
+
+const pgc = inject("postgres");
+
+describe("leasehold's PostgreSQL client: a connection the server ended while it was idle", () => {
+  it("is replaced before the next statement, which succeeds (it failed once first)", async () => {
+    const app = unique("idle");
+    const client = postgresClient(parsePostgresUrl(`${pgc.url}?sslmode=disable&application_name=${app}`));
+    const admin = new pg.Client({ connectionString: pgc.url });
+    await admin.connect();
+    try {
+      expect(await client.query("SELECT 1 AS one", [])).toEqual([{ one: "1" }]);
+      // The server ends it (a restart, an idle timeout, an administrator): found by application_name.
+      const ended = await admin.query(
+        "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = $1",
+        [app],
+      );
+      expect(ended.rows).toEqual([{ ok: true }]);
+      await sleep(500); // the close reaches the client while it is idle
+      expect(await client.query("SELECT 2 AS two", [])).toEqual([{ two: "2" }]);
+    } finally {
+      await admin.end();
+      await client.end();
+    }
   });
 });
