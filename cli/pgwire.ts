@@ -23,8 +23,9 @@ export interface PostgresTarget {
   applicationName: string;
   /**
    * The authentication methods the server may ask for (`require_auth`, as libpq spells it). Without
-   * it: SCRAM-SHA-256 or none (trust) always, md5 and cleartext only over TLS with verify-ca or
-   * verify-full, so an impostor never gets the password or a hash to crack (docs/DESIGN.md §11).
+   * it: SCRAM-SHA-256 always, none (trust) when the URL has no password, md5 and cleartext only over
+   * TLS with verify-full, so an impostor never gets the password or a hash to crack, nor is taken
+   * at its word without one (docs/DESIGN.md §11).
    */
   requireAuth?: AuthMethod[];
 }
@@ -413,11 +414,16 @@ function session(t: PostgresTarget, socket: Socket, where: string) {
   };
 }
 
-/** The methods allowed without `require_auth`: a password or its md5 only to a verified server. */
+/**
+ * The methods allowed without `require_auth`: every one to a verified server (TLS with
+ * verify-full: verify-ca checks the chain against the system's public CAs but not the name, so
+ * any public certificate passes it); otherwise SCRAM-SHA-256, and no authentication only when the
+ * URL has no password (a server that waives a configured password may be an impostor).
+ */
 function allowed(t: PostgresTarget, tlsOn: boolean): AuthMethod[] {
   if (t.requireAuth) return t.requireAuth;
-  const verified = tlsOn && (t.sslmode === "verify-ca" || t.sslmode === "verify-full");
-  return verified ? [...AUTH_METHODS] : ["scram-sha-256", "none"];
+  if (tlsOn && t.sslmode === "verify-full") return [...AUTH_METHODS];
+  return t.password === undefined ? ["scram-sha-256", "none"] : ["scram-sha-256"];
 }
 
 /**
@@ -439,7 +445,7 @@ async function login(
         `the server asks for ${what}, which leasehold sends only ` +
           (t.requireAuth
             ? `when require_auth lists ${method} (it is ${t.requireAuth.join(",")})`
-            : `over TLS with sslmode=verify-ca or verify-full, or with require_auth=${method} in DATABASE_URL`),
+            : `over TLS with sslmode=verify-full, or with require_auth=${method} in DATABASE_URL`),
       );
   };
   const password = () => {

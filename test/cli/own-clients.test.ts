@@ -196,7 +196,7 @@ describe("leasehold's PostgreSQL client: a server that does not know the passwor
     );
     expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
     expect(runs[0]!.stderr).toMatch(
-      /asks for the password in clear text, which leasehold sends only over TLS with sslmode=verify-ca or verify-full, or with require_auth=password/,
+      /asks for the password in clear text, which leasehold sends only over TLS with sslmode=verify-full, or with require_auth=password/,
     );
     expect(runs[1]!.stderr).toMatch(
       /asks for an md5 password hash, which leasehold sends only .*require_auth=md5/,
@@ -206,6 +206,25 @@ describe("leasehold's PostgreSQL client: a server that does not know the passwor
     // Opted in: sent (and this fake refuses it).
     expect(runs[2]!.stderr).toMatch(/no \(SQLSTATE 28P01\)/);
     expect(fakes[2]!.received.map((b) => b.toString())).toEqual([`${PASSWORD}\0`]);
+  });
+
+  it("with a password in the URL, a server that asks for no authentication is refused unless verify-full or require_auth=none", async () => {
+    // A fake that answers the startup with AuthenticationOk at once (trust): an impostor needs no
+    // password for that. Its query answers are never reached when the login is refused.
+    const trusting = () => fakePostgres(Buffer.concat([auth(0), ready]), () => undefined);
+    const fakes = [trusting(), trusting()];
+    const runs = await Promise.all(
+      fakes.map(async (f, i) =>
+        cli(["status", "--name", "x"], { env: pgEnv(await f.port, i === 1 ? "?require_auth=none" : "") }),
+      ),
+    );
+    expect(await runs[0]!.status).toBe(2);
+    expect(runs[0]!.stderr).toMatch(
+      /asks for no authentication, which leasehold sends only over TLS with sslmode=verify-full/,
+    );
+    // Opted in: accepted (the fake then answers nothing to the statement, so this ends in 69 or 1,
+    // never in 2 for the login).
+    expect(await runs[1]!.status).not.toBe(2);
   });
 
   it("a SASLFinal whose signature does not match is refused with 2 (SCRAM's proof itself is right)", async () => {
