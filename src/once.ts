@@ -9,6 +9,7 @@ import type { Mutex } from "./mutex.ts";
 import {
   type Core,
   check,
+  checkBackendRange,
   checkMs,
   checkSignal,
   cores,
@@ -200,13 +201,7 @@ export async function runOnce<T>(
     `retain must be an integer number of ms from 1 to ${MAX_DELAY}, got ${isNumber(retain) ? retain : kind(retain)}`,
     typeof retain === "number" ? RangeError : TypeError,
   );
-  const range = backend.retainRange;
-  check(
-    !range || (retain >= range[0] && retain <= range[1]),
-    at,
-    `retain must be from ${range?.[0]} to ${range?.[1]} ms for the ${backend.name} backend, got ${retain}`,
-    RangeError,
-  );
+  checkBackendRange(at, "retain", retain, backend.retainRange, backend.name);
   check(typeof standby === "boolean", at, "standby must be a boolean");
   checkMs("runOnce", "timeout", timeout, true);
   checkSignal("runOnce", signal);

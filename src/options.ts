@@ -103,13 +103,7 @@ export function checkMutexOptions(
     `ttl must be an integer number of ms from 10 to ${MAX_DELAY}, got ${String(ttl)}`,
     RangeError,
   );
-  const range = backend.ttlRange;
-  check(
-    !range || (ttl >= range[0] && ttl <= range[1]),
-    at,
-    `ttl must be from ${range?.[0]} to ${range?.[1]} ms for the ${backend.name} backend, got ${ttl}`,
-    RangeError,
-  );
+  checkBackendRange(at, "ttl", ttl, backend.ttlRange, backend.name);
   const stopMargin = options.stopMargin ?? defaultStopMargin(ttl);
   check(
     isNumber(stopMargin) && stopMargin >= 0 && stopMargin < ttl / 2,
@@ -151,6 +145,25 @@ export function optionsOf<T extends object>(where: string, options: T | undefine
     `options must be an object, got ${kind(options)}`,
   );
   return options;
+}
+
+/**
+ * Throws a RangeError from `at` unless `value` (ms) lies in a backend's declared `range` (its
+ * `ttlRange` or `retainRange`), naming the option, the range and the backend; no range, no limit.
+ */
+export function checkBackendRange(
+  at: string,
+  what: string,
+  value: number,
+  range: readonly [number, number] | undefined,
+  backendName: string,
+): void {
+  check(
+    !range || (value >= range[0] && value <= range[1]),
+    at,
+    `${what} must be from ${range?.[0]} to ${range?.[1]} ms for the ${backendName} backend, got ${value}`,
+    RangeError,
+  );
 }
 
 /** Checks that `signal`, when given, is an AbortSignal (any realm's). */

@@ -158,6 +158,9 @@ describe("runOnce across four processes, every backend at once", () => {
       instance({
         mode: "ticks",
         owner: `instance-${p}`,
+        // 10 s: under a full run's load a grant answered late left a 2 s lease too little time
+        // for its 100 ms job and record (LeaseLostError, seen on the Durable Object and DynamoDB).
+        ttl: 10_000,
         stores: plans(run),
         job: 100,
         ticks: offsets.map((o, i) => ({ fire: base + i * 60_000, after: o[p]! })),

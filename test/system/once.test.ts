@@ -72,7 +72,8 @@ describe.each(fleets)("%s", (_label, fleet) => {
   }, async () => {
     const backends = fleet();
     const name = `once-${crypto.randomUUID().slice(0, 8)}`;
-    const mutexes = backends.map((b, i) => createMutex(b, { name, ttl: 2_000, owner: `instance-${i}` }));
+    // A ttl well above the job's 100 ms: a loaded machine's late grant must not cost the lease.
+    const mutexes = backends.map((b, i) => createMutex(b, { name, ttl: 10_000, owner: `instance-${i}` }));
     const base = Date.UTC(2026, 10, 24);
     for (let tick = 0; tick < 12; tick++) {
       const fire = base + tick * 60_000;
@@ -109,6 +110,8 @@ describe.each(fleets)("%s", (_label, fleet) => {
   }, async () => {
     const backends = fleet();
     const name = `once-${crypto.randomUUID().slice(0, 8)}`;
+    // Connected first (a pool's first connection may take longer than the 600 ms ttl when loaded).
+    for (const b of backends) await b.inspect({ key: name });
     // No renewal: the runner's lease expires mid-job, as a killed process's would.
     const runner = createMutex(backends[0]!, { name, ttl: 600, owner: "runner", renew: false });
     const standby = createMutex(backends[1]!, { name, ttl: 600, owner: "standby", retryDelay: 50 });

@@ -26,6 +26,7 @@
  */
 import type { AcquireRefused, AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
+import { linkedSignal } from "../../signals.ts";
 import { counterOf } from "../../slots.ts";
 import type { HttpReply } from "../shared/http.ts";
 import { checkRetain } from "../shared/options.ts";
@@ -160,6 +161,11 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   let mayDelete = true;
   /** Where the next sweep of a name's fire blobs starts listing (the last listing's marker). */
   const sweepFrom = new Map<string, string>();
+  /**
+   * The nonce of each completed lease (the last 4 096) whose lease complete could not give back:
+   * the record is written, but the lease would renew until it ends. renew answers false for them.
+   */
+  const unreleased = new Map<string, string>();
   /** Remembers what a fence step left, in a map of at most 4 096 names. */
   const remember = <V>(map: Map<string, V>, key: string, value: V) => {
     map.delete(key);
@@ -190,6 +196,23 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     if (r.status === 404) return undefined;
     if (r.status !== 200) throw httpError(op, key, r);
     return blobState(r, true, counterOf(key) !== key)!;
+  }
+  /**
+   * Gives back the lease `nonce` of a completed `key` (twice at most, 5 s each, and within
+   * `signal`); until a release is answered, `unreleased` keeps the nonce. Never throws.
+   */
+  async function giveBack(key: string, path: string, nonce: string, signal?: AbortSignal): Promise<void> {
+    remember(unreleased, key, nonce);
+    for (let attempt = 0; attempt < 2 && !signal?.aborted; attempt++) {
+      const bound = linkedSignal([signal], 5_000);
+      const r = await lease(path, "release", nonce, bound.signal)
+        .catch(() => undefined)
+        .finally(bound.done);
+      if (r !== undefined && (r.status === 200 || notOurs(r))) {
+        if (unreleased.get(key) === nonce) unreleased.delete(key);
+        return;
+      }
+    }
   }
 
   /** Creates what a 404 said is missing: the container (when allowed), then the lock blob. */
@@ -587,6 +610,11 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     async renew({ key, nonce, ttl, signal }): Promise<boolean> {
       checkTtl(ttl);
       checkNonce(nonce);
+      if (unreleased.get(key) === nonce) {
+        // Its fire is recorded as done: the lease is not renewed, and given back once more.
+        giveBack(key, pathOf(key), nonce);
+        return false;
+      }
       const r = await lease(pathOf(key), "renew", nonce, signal);
       if (r.status === 200) return true;
       if (notOurs(r)) return false;
@@ -669,8 +697,10 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       if (notOurs(r)) return false;
       if (r.status !== 200) throw httpError("complete", key, r);
       fenced.delete(key);
+      // Neither the lease's release nor the sweep can undo the record: their failures are not
+      // complete's. A lease not given back is remembered, so renew cannot extend it.
       await Promise.all([
-        lease(path, "release", nonce, signal).catch(() => {}),
+        giveBack(key, path, nonce, signal),
         name !== key && sweep(name, signal).catch(() => {}),
       ]);
       return true;

@@ -1428,6 +1428,41 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     });
   });
 
+  it("a lease complete could not give back (its release failed twice) is not renewed: renew answers false, and releases it again", async () => {
+    const container = await newContainer();
+    // A fault Azurite cannot make: the lease releases that follow complete fail in transit.
+    let failReleases = false;
+    const c = counting((url, init) =>
+      failReleases && init.headers["x-ms-lease-action"] === "release"
+        ? Promise.reject(new TypeError("fetch failed"))
+        : fetch(url, init),
+    );
+    const b = keyed(container, { fetch: c.fetch });
+    const key = await fireKey("job", "unreleased");
+    const id = nonce();
+    expect(await b.acquire({ key, owner: "runner", nonce: id, ttl })).toEqual({ ok: true, token: 1 });
+    failReleases = true;
+    c.take();
+    expect(await b.complete!({ key, nonce: id, retain: 60_000 })).toBe(true);
+    expect(c.take().filter((r) => r === "PUT lease")).toHaveLength(2);
+    // The lease is still held on the blob, yet its holder's renew is refused without asking.
+    expect((await sdk.getContainerClient(container).getBlobClient(key).getProperties()).leaseState).toBe(
+      "leased",
+    );
+    expect(await b.renew({ key, nonce: id, ttl })).toBe(false);
+    failReleases = false;
+    await vi.waitFor(async () =>
+      expect((await sdk.getContainerClient(container).getBlobClient(key).getProperties()).leaseState).toBe(
+        "available",
+      ),
+    );
+    expect(await b.renew({ key, nonce: id, ttl })).toBe(false);
+    expect(await b.acquire({ key, owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 1 },
+    });
+  });
+
   it("complete refuses a retain outside 1 … 2 147 483 647 ms or a nonce that is no GUID, before sending anything", async () => {
     const c = counting();
     const b = keyed("locks", { fetch: c.fetch });

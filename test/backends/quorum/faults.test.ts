@@ -178,11 +178,16 @@ describe("quorum(): members that fail", () => {
     const next = await second.acquire({ timeout: 5_000 });
     expect(next.token).toBeGreaterThan(Math.max(...tokens));
     // The wiped member's counter was raised with the lease (or, when its grant landed after the
-    // quorum decided, right after): every member reports the same token.
+    // quorum decided, right after): every member holds it for "second", none under a lower token.
+    // A member may hold it under a higher one: a grant that landed late from a counter that one
+    // more grant (a retried round under load) had put ahead (see holder() below).
     for (const d of dbs) {
       await expect
-        .poll(() => member(d).inspect({ key: lock }))
-        .toMatchObject({ owner: "second", token: next.token });
+        .poll(async () => {
+          const h = await member(d).inspect({ key: lock });
+          return { owner: h?.owner, raised: (h?.token ?? 0) >= next.token };
+        })
+        .toEqual({ owner: "second", raised: true });
     }
     await next.release();
   });
@@ -279,10 +284,16 @@ describe("quorum(): members that fail", () => {
       for (const d of dbs) d.bridge.resetStats();
       const lease = await m.acquire();
       expect(lease.token).toBe(4);
+      let inspected = 0; // member 2's inspects by the poll: one, or more when the raise landed late
       for (const d of [dbs[0]!, dbs[1]!, dbs[3]!]) {
-        await expect.poll(() => member(d).inspect({ key: lock })).toMatchObject({ owner: "q", token: 4 });
+        await expect
+          .poll(() => {
+            if (d === dbs[3]) inspected++;
+            return member(d).inspect({ key: lock });
+          })
+          .toMatchObject({ owner: "q", token: 4 });
       }
-      expect(dbs[3]!.bridge.stats().total).toBe(2 + 1); // its acquire, the raise, one inspect above
+      expect(dbs[3]!.bridge.stats().total).toBe(2 + inspected); // its acquire, the raise, the inspects above
       await lease.release();
       // The proxied members' raises (the only script with KEEPTTL), counted from now on.
       const raises: string[] = [];
