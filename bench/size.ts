@@ -114,7 +114,7 @@ export async function cycle(opts) {
     code: `
 export { LeaseholdLock } from "../src/backends/cloudflare/index.ts";
 import { lockHandler } from "../src/backends/cloudflare/index.ts";
-export default { fetch: (request, env) => lockHandler(env.LOCKS, { token: env.LEASEHOLD_TOKEN })(request) };`,
+export default { fetch: (request, env) => lockHandler(env.LOCKS, { token: env.LEASEHOLD_DO_SECRET })(request) };`,
   },
   "upstash-lock": {
     label: "@upstash/lock + @upstash/redis",

@@ -22,8 +22,10 @@ export interface Options {
   owner: string;
   wait: boolean;
   timeout?: number;
-  /** exec: a semaphore of this many permits instead of a mutex. */
+  /** exec: a semaphore of this many permits instead of a mutex; status: that semaphore's permits. */
   limit?: number;
+  /** lead: the first pause before campaigning again after the command exited on its own, ms. */
+  restartDelay: number;
   /** exec --once: the fire (`--fire`'s id as given, or `--every`'s period), `--standby`, `--retain`. */
   once?: Once;
   quiet: boolean;
@@ -59,11 +61,12 @@ function ms(flag: string, text: string): number {
  * Options come first, then the command: parsing stops at `--` or at the first argument that is
  * not an option, as with env(1) and timeout(1), so the command's own flags stay its own.
  */
-export function parse(args: readonly string[]): Options | { help: string } {
+export function parse(args: readonly string[]): Options | { help: string; usage?: true } | { version: true } {
   const [command, ...rest] = args;
-  if (command === undefined || command === "-h" || command === "--help" || command === "help") {
-    return { help: HELP.main };
-  }
+  // No command is a usage error: the usage goes to stderr, and the status is 2 (--help's is 0).
+  if (command === undefined) return { help: HELP.main, usage: true };
+  if (command === "-h" || command === "--help" || command === "help") return { help: HELP.main };
+  if (command === "-V" || command === "--version") return { version: true };
   if (command !== "exec" && command !== "lead" && command !== "status") {
     throw new UsageError(`unknown command ${JSON.stringify(command)}: use exec, lead or status`);
   }
@@ -121,6 +124,7 @@ export function parse(args: readonly string[]): Options | { help: string } {
     verbose: values.has("--verbose"),
     ttl: num("--ttl") ?? 15_000,
     retryDelay: num("--retry-delay") ?? 1_000,
+    restartDelay: num("--restart-delay") ?? 1_000,
     owner: str("--owner") ?? `${hostname()}:${process.pid}`,
     wait: values.has("--wait") || timeout !== undefined,
     quiet: values.has("--quiet"),
@@ -144,6 +148,10 @@ export function parse(args: readonly string[]): Options | { help: string } {
     options.limit = Number(limit);
   }
   if (grace !== undefined) options.grace = grace;
+  if (!(options.restartDelay >= 1 && options.restartDelay <= 60_000))
+    throw new UsageError(
+      `--restart-delay must be a whole number of ms from 1 to 60000, got ${options.restartDelay}`,
+    );
   if (values.has("--once")) options.once = once(values, num, options);
   else {
     const stray = ONCE_ONLY.find((f) => values.has(f));

@@ -26,7 +26,7 @@ export function exec(o: Options, backend: Backend): Promise<number> {
 /** exec without --once: one attempt (or a wait), the command under the lease, then the release. */
 async function locked(o: Options, backend: Backend): Promise<number> {
   const { mutex, grace, beat } = execLockFor(o, backend);
-  const run = running(o, grace, beat);
+  const run = running(o, grace, beat, () => mutex.holder());
   try {
     let lease: Lease | null;
     try {
@@ -64,7 +64,9 @@ async function once(o: Options, options: Once, backend: Backend): Promise<number
   const { mutex, grace, beat } = mutexFor(o, backend);
   const fire = options.fire ?? String(nearestTick(options.every!));
   const what = `fire ${fire}${options.every === undefined ? "" : ` (${new Date(Number(fire)).toISOString()})`} of "${o.name}"`;
-  const run = running(o, grace, beat);
+  const run = running(o, grace, beat, async () =>
+    createMutex(backend, { name: await fireKey(o.name, fire) }).holder(),
+  );
   let succeeded = false;
   try {
     const result = await runOnce(
@@ -123,19 +125,24 @@ async function once(o: Options, options: Once, backend: Backend): Promise<number
   }
 }
 
-/** ` by OWNER (token T)`, or nothing without a holder. */
-const by = (holder: { owner: string; token: number } | null | undefined): string =>
-  holder ? ` by ${holder.owner} (token ${holder.token})` : "";
+/** ` by OWNER (token T)` (the token only for one holder), or nothing without a holder. */
+const by = (holder: { owner: string; token?: number } | null | undefined): string =>
+  holder ? ` by ${holder.owner}${holder.token === undefined ? "" : ` (token ${holder.token})`}` : "";
 
 /** The exit status of a wait that ended with `error`: 69 while the backend failed, 75 at --timeout; else rethrown. */
 function timedOut(o: Options, error: unknown, taken: string): number {
   if (!(isLockError(error) && error.code === "ERR_LOCK_TIMEOUT")) throw error;
+  // --timeout 0 is one attempt, not a wait: no "after 0 ms".
+  const waited = o.timeout ? ` within ${o.timeout} ms` : "";
   // The wait ended while the backend was failing or silent: that is not "taken".
   if (backendFailed(error.cause)) {
-    say(`could not reach the backend within ${o.timeout} ms: ${messageOf(error.cause)}`);
+    say(`could not reach the backend${waited}: ${messageOf(error.cause)}`);
     return EXIT.unavailable;
   }
-  if (!o.quiet) say(`${taken} after ${o.timeout} ms; not running the command`);
+  if (!o.quiet)
+    say(
+      `${taken}${o.timeout ? ` after ${o.timeout} ms` : " (--timeout 0: one attempt)"}; not running the command`,
+    );
   return EXIT.taken;
 }
 
@@ -143,7 +150,12 @@ function timedOut(o: Options, error: unknown, taken: string): number {
  * What runs the command under a lease, with SIGINT, SIGTERM and SIGHUP forwarded to it (SIGKILL
  * after the grace period); before it starts, a signal aborts `waiting` (taking the lock).
  */
-function running(o: Options, grace: number, beat: number) {
+function running(
+  o: Options,
+  grace: number,
+  beat: number,
+  holder: () => Promise<{ owner: string; token?: number } | null>,
+) {
   let received: Forwarded | undefined;
   let command: Command | undefined;
   const waiting = new AbortController();
@@ -174,6 +186,13 @@ function running(o: Options, grace: number, beat: number) {
       );
       say("stopping the command: SIGTERM" + (grace > 0 ? `, SIGKILL after ${grace} ms` : ""));
       const stopped = await statusOf(run);
+      // What the backend says now, so a lock that expired or was deleted is not taken for
+      // someone else's (the renewal only learns that the lease is no longer this process's).
+      const now = await holder().then(
+        (h) => (h ? `held${by(h)}` : "free"),
+        () => undefined,
+      );
+      if (now !== undefined) say(`"${lease.name}" is now ${now} on the backend`);
       say(`the command was stopped${run.killed ? " with SIGKILL" : ""}${stopped}; exiting ${EXIT.lost}`);
       return EXIT.lost;
     },

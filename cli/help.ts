@@ -27,8 +27,15 @@ export const EXIT = {
   notFound: 127,
 } as const;
 
-/** What each exit status means, per command: the help and docs/cli.md list these. */
-const STATUSES: readonly (readonly [status: string, commands: readonly CommandName[], meaning: string])[] = [
+/**
+ * What each exit status means, per command: the one table `--help` prints, and that the tables of
+ * docs/cli.md and README.md must match row for row (test/cli/help.test.ts compares them).
+ */
+export const STATUSES: readonly (readonly [
+  status: string,
+  commands: readonly CommandName[],
+  meaning: string,
+])[] = [
   ["0-255", ["exec"], "the command's own status (128+n when it was killed by signal n)"],
   [
     "0",
@@ -36,13 +43,17 @@ const STATUSES: readonly (readonly [status: string, commands: readonly CommandNa
     "with --once, the fire is already done, here or elsewhere, within --retain; the command did not run (stderr says who ran it, unless --quiet)",
   ],
   ["0", ["lead"], "stopped by SIGINT, SIGTERM or SIGHUP"],
-  ["0", ["status"], "held or free"],
+  ["0", ["status"], "held or free (with --limit: the permits held, none or some)"],
   [`${EXIT.internal}`, ALL, "an internal error (a bug): the message says what; please report it"],
-  [`${EXIT.usage}`, ALL, "usage or configuration error (missing variables, bad option, credentials refused)"],
+  [
+    `${EXIT.usage}`,
+    ALL,
+    "usage or configuration error (no command, missing variables, bad option, credentials refused, a missing Azure container or lock table)",
+  ],
   [
     `${EXIT.unavailable}`,
     ALL,
-    "the backend failed or could not be reached (exec: also when a wait ended so; with --once, also when recording a fire failed after the command exited 0: it may run again)",
+    "the backend failed, could not be reached or did not answer in time (status: within max(ttl/5, 1 s), 3 s; exec: also when a wait ended so; with --once, also when recording a fire failed after the command exited 0: it may run again)",
   ],
   [
     `${EXIT.taken}`,
@@ -96,8 +107,8 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
   "--create-container": { in: ALL, help: "Create the Azure container when it is missing." },
   "--limit": {
     arg: "N",
-    in: ["exec"],
-    help: "At most N copies of the command at once across hosts (1-1000): a semaphore of N permits named --name; LEASEHOLD_SLOT tells the command which permit it holds. Every copy must give the same N (a larger one lets more run).",
+    in: ["exec", "status"],
+    help: "A semaphore of N permits named --name (1-1000). exec: at most N copies of the command at once across hosts; LEASEHOLD_SLOT tells the command which permit it holds; every copy must give the same N (a larger one lets more run). status: the permits held and by whom.",
   },
   "--wait": { in: ["exec"], help: "Wait until the lock is free instead of exiting 75." },
   "--timeout": {
@@ -157,6 +168,12 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
     in: RUNS,
     help: 'The identity "status" shows: 1-256 characters, no control characters.',
     default: "<hostname>:<pid>",
+  },
+  "--restart-delay": {
+    arg: "MS",
+    in: ["lead"],
+    help: "The pause before campaigning again after the command exited on its own; it doubles with each exit in a row, up to 60 times MS, and starts over after a run that lasted that long (jittered by up to 25 %).",
+    default: "1000 (so at most 60 s)",
   },
   "--children": {
     arg: "wait|kill",
@@ -239,7 +256,8 @@ const COMMON = `Backend (from the environment; exactly one, or choose with --bac
 
 Common options:
 ${options(COMMON_FLAGS)}
-  -h, --help               Show help.`;
+  -h, --help               Show help.
+  -V, --version            Print leasehold's version.`;
 
 const INTRO: Record<CommandName, string> = {
   exec: `leasehold exec --name N [options] -- command [args...]
@@ -283,8 +301,11 @@ leads. Every host runs the same "leasehold lead"; one runs the command, the othe
     before the lock can expire on the backend; leasehold campaigns again and starts the
     command again when it leads again.
   - The command exits on its own (any status): once the processes it left in its group have
-    ended too (or were stopped, with --children kill), the term ends, the lock is released, and
-    after about --retry-delay ms leasehold campaigns again, so another waiting host may take over.
+    ended too (or were stopped, with --children kill), the term ends and the lock is released, so
+    another waiting host may take over; leasehold campaigns again after --restart-delay ms (said
+    on stderr), doubled with each exit in a row up to 60 times that, and back to --restart-delay
+    after a run that lasted as long as the cap: a command that keeps crashing is not restarted
+    every second forever.
   - leasehold killed or frozen: a watchdog process beside the command stops it before the lock
     can expire on the backend.
   - SIGINT, SIGTERM or SIGHUP: stops the command (SIGTERM, then SIGKILL after --grace ms),
@@ -292,13 +313,22 @@ leads. Every host runs the same "leasehold lead"; one runs the command, the othe
 
 The command gets LEASEHOLD_NAME, LEASEHOLD_OWNER and LEASEHOLD_TOKEN (this term's fencing
 token) in its environment.`,
-  status: `leasehold status --name N [--json]
+  status: `leasehold status --name N [--limit N] [--json]
 
 Prints who holds the lock, and on which backend: '"N" is held by OWNER (token T, ttl left MS ms)
 on BACKEND' or '"N" is free on BACKEND' (BACKEND such as "redis at HOST:PORT, database 0").
 With --json: {"name":N,"holder":{"owner":S,"token":T,"ttlLeft":MS},"backend":BACKEND} or
 {"name":N,"holder":null,"backend":BACKEND} (ttlLeft only when the backend reports it).
-Advisory: the holder may change right after.`,
+Advisory: the holder may change right after.
+
+With --limit N, the semaphore "exec --limit N" takes: '"N": H of N permits held on BACKEND: slot
+S by OWNER (token T, ttl left MS ms), ...'; --json: {"name":N,"limit":N,"held":[{"slot":S,
+"owner":O,"token":T,"ttlLeft":MS}],"backend":BACKEND}. Without --limit, a name that is free as a
+lock but whose permit 0 is held is said to be used as a semaphore ("usedAsSemaphore":true in
+--json); a semaphore whose permit 0 happens to be free is not seen without --limit.
+
+It waits at most 3 s for the backend (max(ttl/5, 1 s) for the default ttl, as holder() does),
+then exits 69 naming the backend.`,
 };
 
 function commandHelp(command: CommandName): string {
@@ -324,7 +354,8 @@ Usage:
   leasehold exec   --once (--fire ID | --every MS) --name N [options] -- command [args...]
                                                              run a command once per fire across hosts
   leasehold lead   --name N [options] -- command [args...]   keep a command running while leading
-  leasehold status --name N [--json]                         print who holds the lock
+  leasehold status --name N [--limit N] [--json]             print who holds the lock
+  leasehold --version                                        print the version
 
 Run "leasehold <command> --help" for the options of each command.
 

@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { readFileSync } from "node:fs";
 import process from "node:process";
 import { isLockError } from "../src/index.ts";
 import { parse } from "./args.ts";
@@ -13,7 +14,7 @@ import { backendFrom } from "./backend.ts";
 import { exec } from "./exec.ts";
 import { EXIT } from "./help.ts";
 import { lead } from "./lead.ts";
-import { misconfigured } from "./mutex.ts";
+import { describe, misconfigured } from "./mutex.ts";
 import { messageOf, say, UsageError, write } from "./output.ts";
 import { status } from "./status.ts";
 import { runWatchdog, WATCHDOG_ARG } from "./watchdog.ts";
@@ -24,13 +25,19 @@ async function main(args: readonly string[], env: Record<string, string | undefi
     runWatchdog();
     return new Promise(() => {}); // it ends the process itself
   }
+  let label: string | undefined;
   try {
     const o = parse(args);
-    if ("help" in o) {
-      write(process.stdout, o.help);
+    if ("version" in o) {
+      write(process.stdout, `${version()}\n`);
       return 0;
     }
+    if ("help" in o) {
+      write(o.usage ? process.stderr : process.stdout, o.help);
+      return o.usage ? EXIT.usage : 0;
+    }
     const store = backendFrom(o, env);
+    label = store.label;
     if (o.verbose) say(`using ${store.label}`);
     try {
       return await (o.command === "exec" ? exec : o.command === "lead" ? lead : status)(
@@ -48,14 +55,32 @@ async function main(args: readonly string[], env: Record<string, string | undefi
       say(`run "leasehold ${command}--help" for usage`);
       return EXIT.usage;
     }
-    say(messageOf(error).replace(/^\[leasehold\] /, ""));
     if (isLockError(error)) {
-      if (/does not exist.*createContainer/.test(error.message))
-        say("(pass --create-container to create it)");
+      say(`${describe(error)}${label === undefined ? "" : ` (${label})`}`);
       return misconfigured(error) ? EXIT.usage : EXIT.unavailable;
     }
+    say(messageOf(error));
     return EXIT.internal;
   }
+}
+
+/**
+ * The version in the package.json leasehold ships with: beside cli/ in the sources, two folders
+ * up from dist/cli/main.js once built. Read when asked, so no other command pays for it.
+ */
+function version(): string {
+  for (const path of ["../package.json", "../../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(path, import.meta.url), "utf8")) as {
+        name?: unknown;
+        version?: unknown;
+      };
+      if (pkg.name === "leasehold" && typeof pkg.version === "string") return pkg.version;
+    } catch {
+      // Not there: the other layout.
+    }
+  }
+  throw new Error("leasehold's package.json was not found beside the command");
 }
 
 // A wait that nothing will ever end (a promise no timer or socket can settle) would otherwise let

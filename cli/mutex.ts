@@ -59,11 +59,12 @@ function semaphoreLock(backend: Backend, options: MutexOptions, limit: number) {
   return {
     acquire: sem.acquire,
     tryAcquire: sem.tryAcquire,
-    async holder(): Promise<{ owner: string; token: number } | null> {
+    /** The holders of every permit, described: a semaphore has no one token to show. */
+    async holder(): Promise<{ owner: string } | null> {
       const held = await sem.holders();
       if (held.length === 0) return null;
       const owners = held.map((h) => `${h.owner} (slot ${h.slot}, token ${h.token})`);
-      return { owner: `all ${limit} permits: ${owners.join(", ")}`, token: held[0]!.token };
+      return { owner: `all ${limit} permits: ${owners.join(", ")}` };
     },
   };
 }
@@ -74,12 +75,34 @@ export function backendFailed(error: unknown): boolean {
 }
 
 /**
- * Whether a backend failure is configuration no retry fixes (exit 2): credentials refused, or a
- * refused login of the CLI's own clients (a Redis database that does not exist, AUTH to a server
- * without a password; the PostgreSQL client reports its own as refused credentials).
+ * The library's fix for a missing container or lock table (`pass createContainer: true`), in the
+ * words of the command line (`pass --create-container`).
+ */
+const MISSING: readonly (readonly [option: RegExp, flag: string])[] = [
+  [/\bpass createContainer: true\b/, "pass --create-container"],
+  [/\bpass createTable: true\b/, "pass --create-table"],
+];
+
+/** An error's message as the command line says it: the fix a flag gives named by that flag. */
+export function describe(error: unknown): string {
+  return MISSING.reduce((text, [option, flag]) => text.replace(option, flag), messageOf(error));
+}
+
+/**
+ * Whether a backend failure is configuration no retry fixes (exit 2): credentials refused, a
+ * missing Azure container or lock table (the backend's message names the fix), or a refused login
+ * of the CLI's own clients (a Redis database that does not exist, AUTH to a server without a
+ * password; the PostgreSQL client reports its own as refused credentials).
  */
 export function misconfigured(error: unknown): boolean {
   if (isLockError(error) && error.code === "ERR_BACKEND_AUTH") return true;
+  if (
+    isLockError(error) &&
+    "retryable" in error &&
+    error.retryable === false &&
+    MISSING.some(([option]) => option.test(error.message))
+  )
+    return true;
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++)
     if (e.name === RedisLoginRefused.NAME) return true;
   return false;

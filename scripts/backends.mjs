@@ -113,7 +113,7 @@ export const BACKENDS = [
     factory: "durableObject",
     server: "cloudflare",
     secrets: ["token"],
-    env: ["LEASEHOLD_TOKEN"],
+    env: ["LEASEHOLD_DO_SECRET"],
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/LeaseholdLock/, /leasehold\.internal/],
     description: "a Cloudflare Durable Object per lock, waiters in line",

@@ -156,7 +156,12 @@ export function createLease(
         if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("late", "a renewal was answered after its deadline");
-        else if (ours !== true) lose("gone", "the backend says another owner holds it", undefined);
+        else if (ours !== true)
+          lose(
+            "gone",
+            "the backend no longer has it (it expired there or was deleted, or another owner took it)",
+            undefined,
+          );
         if (ended) throw reason();
         deadline = tSend + ttl - guard;
         lastError = undefined;

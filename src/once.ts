@@ -271,7 +271,7 @@ export async function runOnce<T>(
   );
   if (completed !== true) {
     throw new LeaseLostError(
-      `lease on "${key}" lost before the fire was recorded as done: ${completed === false ? "the backend says another owner holds it" : "its record was not written"}`,
+      `lease on "${key}" lost before the fire was recorded as done: ${completed === false ? "the backend no longer had it (it expired there or was deleted, or another owner took it)" : "its record was not written"}`,
     );
   }
   return { ran: true, value, token: lease.token };

@@ -36,10 +36,12 @@ describe("leasehold exec", () => {
     await first.printed("started");
     const second = sh(["exec", "--name", name], "echo SECOND-RAN");
     const timed = sh(["exec", "--name", name, "--timeout", "1000"], "echo TIMED-RAN");
+    const zero = sh(["exec", "--name", name, "--timeout", "0"], "echo ZERO-RAN");
     const quiet = sh(["exec", "--name", name, "-q"], "echo QUIET-RAN");
     const waiter = sh(["exec", "--name", name, "--wait", "--retry-delay", "100"], "echo WAITER-RAN");
     expect(await second.status).toBe(75);
     expect(await timed.status).toBe(75);
+    expect(await zero.status).toBe(75);
     expect(await quiet.status).toBe(75);
     expect(quiet.stdout + quiet.stderr).toBe("");
     expect(first.child.exitCode).toBeNull(); // all three gave up while the first still ran
@@ -48,6 +50,11 @@ describe("leasehold exec", () => {
     expect(second.stderr).toMatch(new RegExp(`"${name}" is taken by first \\(token \\d+\\)`));
     expect(timed.stdout).toBe("");
     expect(timed.stderr).toMatch(/still taken after 1000 ms/);
+    // --timeout 0 is one attempt: no "after 0 ms", as if it had waited.
+    expect(zero.stdout).toBe("");
+    expect(zero.stderr).toBe(
+      `leasehold: "${name}" is still taken (--timeout 0: one attempt); not running the command\n`,
+    );
     writeFileSync(gate, "");
     expect(await first.status).toBe(0);
     expect(first.stdout).toBe("started\ndone\n");
@@ -71,6 +78,12 @@ describe("leasehold exec", () => {
     expect(performance.now() - deleted).toBeLessThan(3 * 1_500);
     expect(run.stdout).toContain("got-term");
     expect(run.stderr).toMatch(new RegExp(`lost the lock "${name}" \\(token \\d+\\) while the command ran`));
+    // The key was deleted and nobody holds it: not "another owner holds it".
+    expect(run.stderr).toMatch(
+      /lost: the backend no longer has it \(it expired there or was deleted, or another owner took it\)/,
+    );
+    expect(run.stderr).toContain(`"${name}" is now free on the backend`);
+    expect(run.stderr).not.toMatch(/another owner holds it/);
     expect(run.stderr).toMatch(/exiting 76/);
     expect(await gone(grandchild)).toBe(true); // the whole group got the SIGTERM
   });
@@ -126,8 +139,11 @@ describe("leasehold exec --limit", () => {
     const refused = sh(["exec", "--name", name, "--limit", "2"], "echo REFUSED-RAN");
     expect(await refused.status).toBe(75);
     expect(refused.stdout).toBe("");
+    // Each permit's holder with its slot and token, and no stray "(token T)" of one of them after.
     expect(refused.stderr).toMatch(
-      new RegExp(`"${name}" is taken by all 2 permits: .*slot [01], token \\d+`),
+      new RegExp(
+        `^leasehold: "${name}" is taken by all 2 permits: [^ ]+ \\(slot [01], token \\d+\\), [^ ]+ \\(slot [01], token \\d+\\); not running the command\\n$`,
+      ),
     );
     expect(await Promise.all(copies.map((c) => c.status))).toEqual([0, 0, 0, 0, 0]);
     const spans = copies.map((c) => {

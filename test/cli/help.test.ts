@@ -1,12 +1,17 @@
 // `leasehold --help` and usage errors (cli/help.ts, cli/args.ts).
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { afterEach, describe, expect, it } from "vitest";
+import { STATUSES } from "../../cli/help.ts";
 import { bare, cli, stopChildren } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
+const root = new URL("../../", import.meta.url);
+
 describe("leasehold --help and usage errors", () => {
   it("--help documents every command, flag, default, exit status and variable, and exits 0", async () => {
-    const runs = [[], ["--help"], ["exec", "--help"], ["lead", "-h"], ["status", "--help"]].map((a) =>
+    const runs = [["help"], ["--help"], ["exec", "--help"], ["lead", "-h"], ["status", "--help"]].map((a) =>
       cli(a, { env: bare }),
     );
     expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 0, 0, 0, 0]);
@@ -63,6 +68,70 @@ describe("leasehold --help and usage errors", () => {
       expect(lead).toContain(flag);
     expect(status).toContain("--json");
     for (const code of ["75", "76", "69", "126", "127"]) expect(main).toContain(code);
+  });
+
+  it("no command: the usage on stderr and exit 2 (a usage error); --version and -V print the package's version", async () => {
+    const runs = [cli([], { env: bare }), cli(["--version"], { env: bare }), cli(["-V"], { env: bare })];
+    expect(await Promise.all(runs.map((r) => r.status))).toEqual([2, 0, 0]);
+    const [bareRun, long, short] = runs;
+    expect(bareRun!.stdout).toBe("");
+    expect(bareRun!.stderr).toMatch(/^leasehold: a distributed lock .*\nUsage:\n {2}leasehold exec/s);
+    const pkg = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+    expect(long!.stdout).toBe(`${pkg.version}\n`);
+    expect(short!.stdout).toBe(`${pkg.version}\n`);
+  });
+
+  it("README.md and docs/cli.md list the exit statuses of the one table --help prints, row for row", () => {
+    const expected = STATUSES.map(([status, commands, meaning]) => [
+      status,
+      commands.length === 3 ? "all" : commands.join(", "),
+      meaning,
+    ]);
+    for (const file of ["README.md", "docs/cli.md"]) {
+      const text = readFileSync(new URL(`../../${file}`, import.meta.url), "utf8");
+      const lines = text.split("\n");
+      const header = lines.findIndex((l) => /^\| exit status +\| commands +\| meaning +\|$/.test(l));
+      expect(header, `${file}: no "| exit status | commands | meaning |" table`).toBeGreaterThan(-1);
+      const rows: string[][] = [];
+      for (const line of lines.slice(header + 2)) {
+        if (!line.startsWith("|")) break;
+        rows.push(
+          line
+            .split("|")
+            .slice(1, -1)
+            .map((cell) => cell.trim().replaceAll("`", "")),
+        );
+      }
+      expect(rows, file).toEqual(expected);
+    }
+  });
+
+  it("LEASEHOLD_TOKEN has one meaning, exec's fencing token: nothing reads it as a secret or a backend's setting", () => {
+    // The Durable Object route's secret is LEASEHOLD_DO_SECRET; a script run under exec reads
+    // LEASEHOLD_TOKEN as its fencing token and must never find a secret there.
+    const misuse = [
+      /(?<!process\.)\benv\.LEASEHOLD_TOKEN\b/, // a Worker's or a config's env object
+      /["']LEASEHOLD_TOKEN["']/, // a variable name in a list, such as the secrets a backend reads
+      /LEASEHOLD_TOKEN\b.*\bsecret|\bsecret\b.*LEASEHOLD_TOKEN\b/i,
+    ];
+    const files = execFileSync("git", ["ls-files"], { cwd: root, encoding: "utf8" }).split("\n");
+    const found: string[] = [];
+    for (const file of files) {
+      if (!/\.(ts|mts|mjs|js|md|json|toml|sh)$/.test(file)) continue;
+      if (file === "CHANGELOG.md" || file === "test/cli/help.test.ts") continue; // history; these rules
+      let text: string;
+      try {
+        text = readFileSync(new URL(file, root), "utf8");
+      } catch {
+        continue; // listed but deleted in this working tree
+      }
+      text.split("\n").forEach((line, i) => {
+        // "not LEASEHOLD_TOKEN" says which name the secret is not.
+        if (/\bnot `?LEASEHOLD_TOKEN\b/.test(line)) return;
+        if (misuse.some((m) => m.test(line))) found.push(`${file}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(found).toEqual([]);
   });
 
   it("exits 2 with a usage message for unknown options, a missing --name or command, bad numbers, a bad --owner", async () => {

@@ -1,4 +1,7 @@
 // `leasehold lead` (cli/lead.ts): active/passive supervision of a command.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { cli, lockKey, sdk, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
 
@@ -43,17 +46,56 @@ describe("leasehold lead", () => {
     expect(await sdk.exists(lockKey(name))).toBe(0);
   });
 
-  it("a command that exits on its own ends the term and is started again after about --retry-delay", async () => {
+  it("a command that keeps exiting is started again after --restart-delay, doubled each time in a row, said on stderr", async () => {
     const name = unique("lead-exit");
     const run = sh(
-      ["lead", "--name", name, "--ttl", "1500", "--retry-delay", "200"],
+      ["lead", "--name", name, "--ttl", "1500", "--restart-delay", "100"],
       'echo "run $LEASEHOLD_TOKEN"; exit 3',
     );
-    // Three terms (each about --retry-delay after the last) in well under the default 15 s wait;
-    // a loaded machine starts each shell late, so no tighter bound.
-    await run.printed("run", 3);
+    // Five terms: pauses of about 100, 200, 400 and 800 ms between them (it restarted every
+    // --retry-delay, about 1 s, forever).
+    await run.printed("run", 5, 20_000);
     run.child.kill("SIGTERM");
     expect(await run.status).toBe(0);
-    expect(run.stderr).toMatch(/the command exited with status 3; leadership released/);
+    const pauses = [
+      ...run.stderr.matchAll(
+        /the command exited with status 3 after \d+ ms; leadership released, campaigning again in (\d+) ms/g,
+      ),
+    ].map((m) => Number(m[1]));
+    expect(pauses.length, run.stderr).toBeGreaterThanOrEqual(4);
+    // Each within the 25 % jitter of 100 ms doubled: so each strictly longer than the last.
+    pauses.slice(0, 4).forEach((pause, i) => {
+      expect(pause).toBeGreaterThanOrEqual(0.75 * 100 * 2 ** i);
+      expect(pause).toBeLessThanOrEqual(1.25 * 100 * 2 ** i);
+    });
+  });
+
+  it("the pause starts over after a run that lasted 60 times --restart-delay; it never exceeds that", async () => {
+    const name = unique("lead-reset");
+    const dir = mkdtempSync(join(tmpdir(), "leasehold-lead-"));
+    const count = join(dir, "count");
+    // Runs 1, 2, 4 and 5 exit at once; run 3 lasts 2.5 s, longer than 60 x 30 ms = 1.8 s.
+    const run = sh(
+      ["lead", "--name", name, "--ttl", "6000", "--restart-delay", "30"],
+      `n=$(( $(cat ${count} 2>/dev/null || echo 0) + 1 )); echo $n > ${count}; echo "run $n"; [ $n -eq 3 ] && sleep 2.5; exit 1`,
+    );
+    await run.printed("run 5", 1, 20_000);
+    run.child.kill("SIGTERM");
+    expect(await run.status).toBe(0);
+    rmSync(dir, { recursive: true, force: true });
+    const pauses = [...run.stderr.matchAll(/campaigning again in (\d+) ms/g)].map((m) => Number(m[1]));
+    expect(pauses.length, run.stderr).toBeGreaterThanOrEqual(4);
+    // 30, 60, then (after the long run) 30 again, then 60: each within the 25 % jitter.
+    const expected = [30, 60, 30, 60];
+    pauses.slice(0, 4).forEach((pause, i) => {
+      expect(pause, run.stderr).toBeGreaterThanOrEqual(Math.floor(0.75 * expected[i]!));
+      expect(pause, run.stderr).toBeLessThanOrEqual(Math.ceil(1.25 * expected[i]!));
+    });
+  });
+
+  it("checks --restart-delay", async () => {
+    const run = cli(["lead", "--name", "n", "--restart-delay", "0", "--", "true"]);
+    expect(await run.status).toBe(2);
+    expect(run.stderr).toMatch(/--restart-delay must be a whole number of ms from 1 to 60000, got 0/);
   });
 });

@@ -129,6 +129,11 @@ describe("leasehold exec --once", { timeout: 60_000 }, () => {
         `the command succeeded but fire f2 of "${name}" could not be recorded as done, so it may run again: .*lost`,
       ),
     );
+    // Its key was deleted: the backend does not say someone else holds it.
+    expect(first.stderr).toMatch(
+      /the backend no longer ha(s|d) it \(it expired there or was deleted, or another owner took it\)/,
+    );
+    expect(first.stderr).not.toMatch(/another owner holds it/);
     const again = sh(["exec", "--once", "--fire", "f2", "--name", name], `echo again >> ${runs}`);
     expect(await again.status).toBe(0);
     expect(lines(runs)).toEqual(["first", "again"]);

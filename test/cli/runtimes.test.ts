@@ -35,6 +35,10 @@ describe("other runtimes and backends", () => {
       expect(await again.status, again.stderr).toBe(0);
       expect(again.stdout).toBe("");
       expect(again.stderr).toMatch(/is already done by/);
+      // --version reads the package.json beside the command on this runtime too.
+      const version = cli(["--version"], { runtime, env: bare });
+      expect(await version.status, version.stderr).toBe(0);
+      expect(version.stdout).toMatch(/^\d+\.\d+\.\d+\S*\n$/);
       const none = cli(["status", "--name", name], { runtime, env: bare });
       expect(await none.status).toBe(2);
       expect(none.stderr).toMatch(/UPSTASH_REDIS_REST_URL/);
@@ -70,6 +74,7 @@ describe("other runtimes and backends", () => {
       cli(["status", "--name", name], { env }),
       cli(["exec", "--name", name, "--ttl", "2000", "--", "true"], { env }),
       cli(["exec", "--name", name, "--container", "missing-container", "--", "true"], { env }),
+      cli(["lead", "--name", name, "--container", "missing-container", "--", "true"], { env }),
       cli(["status", "--name", name], {
         env: {
           ...env,
@@ -77,7 +82,8 @@ describe("other runtimes and backends", () => {
         },
       }),
     ];
-    expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 2, 69, 2]);
+    // A missing container is configuration (2, naming the fix), not an unreachable backend (69).
+    expect(await Promise.all(runs.map((r) => r.status))).toEqual([0, 2, 2, 2, 2]);
     expect(runs[0]!.stdout).toMatch(
       new RegExp(
         `^"${name}" is free on azure-blob at http://127\\.0\\.0\\.1:\\d+/\\w+, container ${container}\\n$`,
@@ -86,8 +92,12 @@ describe("other runtimes and backends", () => {
     expect(runs[1]!.stderr).toMatch(
       /ttl must be from 15000 to 60000 ms for the azure-blob backend, got 2000/,
     );
-    expect(runs[2]!.stderr).toMatch(/does not exist.*--create-container/s);
-    expect(runs[3]!.stderr).toMatch(/HTTP 403/);
+    for (const r of [runs[2]!, runs[3]!])
+      expect(r.stderr).toMatch(
+        /\[azure-blob\] container "missing-container" does not exist: create it, or pass --create-container \(azure-blob at /,
+      );
+    expect(runs[3]!.stderr).not.toContain("createContainer");
+    expect(runs[4]!.stderr).toMatch(/HTTP 403/);
     for (const r of runs) {
       expect(r.stdout + r.stderr).not.toContain(az.accountKey);
       expect(r.stdout + r.stderr).not.toContain(wrongKey);

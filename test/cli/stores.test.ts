@@ -183,6 +183,25 @@ describe("connection problems", () => {
     expect(runs[1]!.stderr).toMatch(/ECONNREFUSED/);
   });
 
+  it("a missing lock table exits 2 naming --create-table (postgres, dynamodb)", async () => {
+    const missing = `cli_missing_${crypto.randomUUID().slice(0, 8)}`;
+    const dynamoEnv = STORES.find((s) => s.name === "dynamodb")!.env;
+    const runs = [
+      cli(["exec", "--name", "x", "--", "true"], {
+        env: { ...bare, DATABASE_URL: pgc.url, LEASEHOLD_POSTGRES_TABLE: missing },
+      }),
+      cli(["exec", "--name", "x", "--", "true"], {
+        env: { ...dynamoEnv, LEASEHOLD_DYNAMODB_TABLE: missing },
+      }),
+    ];
+    // Configuration, not an unreachable backend (it exited 69).
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2]);
+    for (const x of runs) {
+      expect(x.stderr).toMatch(/does not exist.*pass --create-table/);
+      expect(x.stderr).not.toContain("createTable: true");
+    }
+  });
+
   it("a bad URL is a usage error naming the variable", async () => {
     const runs = [
       cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: "http://127.0.0.1:6379" } }),
@@ -405,11 +424,12 @@ describe("leasehold's PostgreSQL client: md5 and cleartext passwords", () => {
 });
 
 describe("a server that stops answering", () => {
-  it("redis and postgres: the connection is dropped after 10 s without an answer, and status exits 69", async () => {
+  it("redis and postgres: the connection is dropped after 10 s without an answer, and exec exits 69", async () => {
     const proxies = [await startTcpFaultProxy(r.port), await startTcpFaultProxy(pgc.port)];
     try {
-      // Connected, then nothing passes either way (a partition): the client's own
-      // bound ends the wait, well before status's 30 s.
+      // Connected, then nothing passes either way (a partition): the client's own bound ends
+      // the wait. exec with a 60 s ttl, whose attempt's own bound is far longer (status gives
+      // up after 3 s: test/cli/bounds.test.ts).
       const envs = [
         { ...bare, REDIS_URL: `redis://${r.username}:${r.password}@127.0.0.1:${proxies[0]!.port}/1` },
         {
@@ -420,7 +440,9 @@ describe("a server that stops answering", () => {
       ];
       for (const p of proxies) p.partition();
       const start = performance.now();
-      const runs = envs.map((env) => cli(["status", "--name", unique("silent")], { env }));
+      const runs = envs.map((env) =>
+        cli(["exec", "--name", unique("silent"), "--ttl", "60000", "--", "true"], { env }),
+      );
       expect(await Promise.all(runs.map((x) => x.status))).toEqual([69, 69]);
       expect(performance.now() - start).toBeLessThan(25_000);
       for (const x of runs) expect(x.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 10000 ms/);

@@ -360,7 +360,9 @@ describe("release", () => {
     await vi.advanceTimersByTimeAsync(330);
     expect(lost.valid).toBe(false);
     expect(lost.signal.aborted).toBe(true);
-    expect(String(lost.signal.reason?.message)).toMatch(/another owner holds it/);
+    expect(String(lost.signal.reason?.message)).toMatch(
+      /the backend no longer has it \(it expired there or was deleted, or another owner took it\)/,
+    );
     await lost.release();
   });
 
