@@ -4,6 +4,7 @@ import { spawn } from "node:child_process";
 import process from "node:process";
 import type { Lease } from "../src/lease.ts";
 import { sleep, within } from "../src/time.ts";
+import { EXIT } from "./help.ts";
 import { say } from "./output.ts";
 import {
   type FromWatchdog,
@@ -107,7 +108,7 @@ export function supervise(
     // Normal after "empty". Otherwise the watchdog died: nothing guards the command but us.
     if (pgid === undefined) {
       say("the watchdog could not start the command");
-      settleExit(126);
+      settleExit(EXIT.cannotRun);
       done();
       return;
     }

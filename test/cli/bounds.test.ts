@@ -47,10 +47,11 @@ describe.each(["upstash", "redis"] as const)("the command line against a %s serv
   it("that accepts and never answers: status exits 69 after max(ttl/5, 1 s) naming the backend, exec 69 within its bound, lead reports", async () => {
     const env = envs(silentPort)[backend];
     const status = cli(["status", "--name", "silent"], { env });
+    const permits = cli(["status", "--name", "silent", "--limit", "3"], { env });
     const once = cli(["exec", "--name", "silent", "--", "true"], { env });
     const waited = cli(["exec", "--name", "silent", "--timeout", "1000", "--", "true"], { env });
     const lead = cli(["lead", "--name", "silent", "--", "true"], { env });
-    const [s, e, w] = await Promise.all([timed(status), timed(once), timed(waited)]);
+    const [s, p, e, w] = await Promise.all([timed(status), timed(permits), timed(once), timed(waited)]);
     // status: 3 s (max(15000/5, 1000)); measured 3.5-3.9 s with the process's start. It waited
     // 30 s (upstash) or 10 s (redis) and exited 1 before.
     expect(s.status, status.stderr).toBe(69);
@@ -61,6 +62,10 @@ describe.each(["upstash", "redis"] as const)("the command line against a %s serv
         `\\[${backend}\\] inspect got no answer within 3000 ms \\(${backend} at .*127\\.0\\.0\\.1:${silentPort}`,
       ),
     );
+    // status --limit: each permit's read has the same bound.
+    expect(p.status, permits.stderr).toBe(69);
+    expect(p.ms).toBeLessThan(8_000);
+    expect(permits.stderr).toMatch(/inspect got no answer within 3000 ms/);
     // exec: one attempt, bounded by the acquire request's own bound (about 11 s measured).
     expect(e.status, once.stderr).toBe(69);
     expect(e.ms).toBeLessThan(25_000);
