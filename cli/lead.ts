@@ -10,14 +10,14 @@ import { messageOf, retryReporter, say } from "./output.ts";
 import { CommandExited, ended, onSignals, statusOf, supervise } from "./supervise.ts";
 
 /** The longest pause before a restart, and the run that counts as stable: this many --restart-delay. */
-export const RESTART_CAP = 60;
+const RESTART_CAP = 60;
 
 /**
  * Pauses before campaigning again after the command exited on its own: --restart-delay, doubled
  * with each exit in a row up to RESTART_CAP times it, jittered by up to 25 %; a run that lasted at
  * least that cap starts the count over.
  */
-export function restarts(first: number): (ran: number) => number {
+function restarts(first: number): (ran: number) => number {
   const cap = first * RESTART_CAP;
   let inRow = 0;
   return (ran) => {
