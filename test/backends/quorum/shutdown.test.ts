@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
 import type { Backend } from "../../../src/backend.ts";
 import { memory } from "../../../src/backends/memory/index.ts";
 import { postgres } from "../../../src/backends/postgres/index.ts";
-import { quorum } from "../../../src/backends/quorum/index.ts";
+import { heal, quorum } from "../../../src/backends/quorum/index.ts";
 import { redis } from "../../../src/backends/redis/index.ts";
 import { BackendError, createElection, createMutex, createSemaphore } from "../../../src/index.ts";
 import { now, sleep } from "../../../src/time.ts";
@@ -246,6 +246,23 @@ describe("quorum close(): its bound and what comes after", () => {
       redisSlow.heal(); // the held bytes pass; their answers go to requests aborted long ago
       await end();
     }
+  });
+
+  it("a lease still held at close() is lost at its deadline (its renewals refused), and heal() is refused too", async () => {
+    const backend = quorum([memory(), memory(), memory()]);
+    const lease = await createMutex(backend, { name: "held-at-close", ttl: 1_000 }).acquire();
+    await backend.close!(); // nothing in flight: at once
+    const lost = await new Promise<unknown>((resolve) =>
+      lease.signal.addEventListener("abort", () => resolve(lease.signal.reason), { once: true }),
+    );
+    expect(lost).toMatchObject({ code: "ERR_LEASE_LOST" });
+    await expect(lease.release()).resolves.toBeUndefined(); // already lost: release does not reject
+    await expect(heal(backend, ["held-at-close"])).rejects.toThrow(
+      new BackendError("heal: this quorum was closed (close()); create a new quorum() to lock again", {
+        backend: "quorum",
+        retryable: false,
+      }),
+    );
   });
 
   it("close() checks its options", async () => {
