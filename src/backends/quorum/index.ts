@@ -457,7 +457,11 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     async close(options) {
       const { timeout = STRAGGLER_MS } = optionsOf(`${WHERE} close`, options);
       checkMs(`${WHERE} close`, "timeout", timeout);
+      const t = now();
       await drain.close(timeout);
+      // Then the members that have requests of their own (a quorum inside a quorum), in what is left.
+      const left = Math.max(0, timeout - (now() - t));
+      await Promise.all(members.map((m) => m.close?.({ timeout: left })));
     },
   };
   healers.set(backend, (...args) => drain.run("heal", undefined, () => healNames(...args)));

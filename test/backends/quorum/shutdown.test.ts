@@ -265,6 +265,17 @@ describe("quorum close(): its bound and what comes after", () => {
     );
   });
 
+  it("a quorum among the members is closed with the quorum that holds it", async () => {
+    const inner = quorum([memory(), memory(), memory()]);
+    const outer = quorum([inner, memory(), memory()]);
+    const lease = await createMutex(outer, { name: "nested" }).acquire();
+    await lease.release();
+    await outer.close!();
+    await expect(inner.inspect({ key: "nested" })).rejects.toThrow(
+      'inspect "nested": this quorum was closed (close()); create a new quorum() to lock again',
+    );
+  });
+
   it("close() checks its options", async () => {
     const backend = quorum([memory(), memory(), memory()]);
     await expect(backend.close!({ timeout: -1 })).rejects.toThrow(
