@@ -191,16 +191,27 @@ examples.forEach((e, index) => {
 const preludePath = join(virtualDir, "prelude.d.ts");
 sources.set(preludePath, PRELUDE);
 
+// Parsed files, shared by the programs: a file parses the same way in each whose language
+// version and module format (the key) are the same, so the lib files and the sources parse once.
+const parsedFiles = new Map();
+
 /** Compiles `files` (with the prelude) under `options`: the program's diagnostics. */
 function diagnostics(options, files) {
   const host = ts.createCompilerHost(options, true);
   const { getSourceFile, fileExists, readFile } = host;
   host.fileExists = (name) => sources.has(name) || fileExists.call(host, name);
   host.readFile = (name) => sources.get(name) ?? readFile.call(host, name);
-  host.getSourceFile = (name, language, ...rest) =>
-    sources.has(name)
-      ? ts.createSourceFile(name, sources.get(name), language, true)
-      : getSourceFile.call(host, name, language, ...rest);
+  host.getSourceFile = (name, language, ...rest) => {
+    const key = `${name}\0${JSON.stringify(language)}`;
+    let file = parsedFiles.get(key);
+    if (!file) {
+      file = sources.has(name)
+        ? ts.createSourceFile(name, sources.get(name), language, true)
+        : getSourceFile.call(host, name, language, ...rest);
+      parsedFiles.set(key, file);
+    }
+    return file;
+  };
   return ts.getPreEmitDiagnostics(ts.createProgram([...files, preludePath], options, host));
 }
 

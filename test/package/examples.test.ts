@@ -133,7 +133,8 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
       start(command, args, { INSTANCE: `${"ab"[i]}-${run}`, PORT: "0", JOB_EVERY_MS: "100" }),
     );
     const urls = await Promise.all(
-      instances.map(async (p) => (await p.waitFor(/listening on (http:\/\/\S+)/))[1]!),
+      // tsx compiles at start: a few seconds on a loaded 2-core machine, hence the wide bound.
+      instances.map(async (p) => (await p.waitFor(/listening on (http:\/\/\S+)/, 30_000))[1]!),
     );
     // Exactly one leader, whose job runs; the follower's never does.
     const leaderIndex = await until("a leader that ran its job twice", 10_000, async () => {
