@@ -1,6 +1,6 @@
 /**
- * The Redis backend over the client you already have: ioredis (`Redis` and `Cluster`), node-redis
- * v4/v5 (`createClient`, `createCluster`), Bun's built-in `RedisClient` (`Bun.redis`) and
+ * The Redis backend over the client you already have: ioredis 5 and 6 (`Redis` and `Cluster`),
+ * node-redis v4 to v6 (`createClient`, `createCluster`), Bun's built-in `RedisClient` (`Bun.redis`) and
  * `@upstash/redis`, recognised by their methods; leasehold imports none of them.
  *
  * The same Lua scripts, key layout and token checks as `leasehold/upstash` (one shared module):
@@ -22,7 +22,7 @@
  *
  * @example With ioredis
  * ```ts
- * import Redis from "ioredis";
+ * import { Redis } from "ioredis"; // the named export: a default import is no class under NodeNext
  * import { createMutex } from "leasehold";
  * import { redis } from "leasehold/redis";
  *
@@ -48,7 +48,7 @@ export type Method = (...args: never) => unknown;
 /**
  * The clients {@link redis} accepts, by the methods it uses:
  * - ioredis `Redis` or `Cluster`: `evalsha`, `eval` and `call`;
- * - node-redis v4/v5 client or cluster: `evalSha`, `eval` and `sendCommand`;
+ * - node-redis v4 to v6 client or cluster: `evalSha`, `eval` and `sendCommand`;
  * - Bun's `RedisClient`: `send`;
  * - `@upstash/redis` `Redis`: `evalsha` and `eval`.
  */
