@@ -229,8 +229,10 @@ export function semaphoreChecks(options: ConformanceOptions): ConformanceCheck[]
         const keys = [0, 1, 2].map((slot) => slotKey(name, slot));
         const give = (nonce: string) => backend.releaseAny!({ keys, nonce });
         const [other, ours] = [crypto.randomUUID(), crypto.randomUUID()];
-        const a = await backend.acquire({ key: keys[0]!, owner: "other", nonce: other, ttl });
-        const b = await backend.acquire({ key: keys[1]!, owner: "ours", nonce: ours, ttl });
+        // Not renewed: a ttl no loaded machine's five round trips outlast.
+        const long = contentionTtl(ttl, backend);
+        const a = await backend.acquire({ key: keys[0]!, owner: "other", nonce: other, ttl: long });
+        const b = await backend.acquire({ key: keys[1]!, owner: "ours", nonce: ours, ttl: long });
         assert(a.ok && b.ok, "a per-key acquire failed on a free key");
         const owners = async () =>
           (await Promise.all(keys.map((k) => backend.inspect({ key: k })))).map((h) => h?.owner);
