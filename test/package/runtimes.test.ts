@@ -270,6 +270,27 @@ describe("workerd before compatibility date 2024-11-11", () => {
   });
 });
 
+describe("Deno without --allow-net", { timeout: 60_000 }, () => {
+  it("acquire fails at once with a non-retryable error naming --allow-net, not retried until its timeout", async () => {
+    // Type-checked, and only the environment: no --allow-net, so Deno refuses the fetch (NotCapable).
+    const args = ["run", "--check", "--no-lock", "--config=test/harness/smoke/deno.json"];
+    args.push(
+      "--allow-env=UPSTASH_REDIS_REST_URL,UPSTASH_REDIS_REST_TOKEN",
+      "test/harness/smoke/run-deno-no-net.ts",
+    );
+    const report = await runSmoke("deno", DENO, args, 50_000, "NONET_REPORT");
+    expect(report).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", retryable: false });
+    expect(report.message).toMatch(
+      /^\[leasehold\] \[upstash\] request failed: Requires net access to "127\.0\.0\.1:\d+"/,
+    );
+    expect(report.message).toMatch(/no retry can grant it: run Deno with --allow-net/);
+    expect(JSON.stringify(report)).not.toContain(upstash.token);
+    // At once, against the acquire's timeout of 60 s: measured under 50 ms (one refused fetch).
+    expect(report.ms).toBeLessThan(5_000);
+    expect(report.printed, "a failure that ends the wait is not also printed").toEqual([]);
+  });
+});
+
 function redis(command: (string | number)[]): Promise<unknown> {
   return restCommand(upstash.url, upstash.token, command);
 }
