@@ -131,6 +131,39 @@ describe("runOnce's standby waits like acquire", () => {
   });
 });
 
+describe("a permission the runtime refused is not retried", () => {
+  it("redis: a client that passes Deno's NotCapable on fails the acquire at once, naming --allow-net", async () => {
+    // A fake fault, on a real ioredis client of the shared server: Node cannot refuse a
+    // permission, and ioredis under Deno only emits it as an event (the real Deno case, through
+    // fetch and postgres.js, is "Deno without --allow-net" in test/package/runtimes.test.ts).
+    const redisCtx = inject("redis");
+    const client = new IORedis({
+      host: redisCtx.host,
+      port: redisCtx.port,
+      username: redisCtx.username,
+      password: redisCtx.password,
+    });
+    closers.push(() => client.quit());
+    const refused = Object.assign(
+      new Error('Requires net access to "127.0.0.1:6379", run again with the --allow-net flag'),
+      { name: "NotCapable" },
+    );
+    Object.assign(client, {
+      evalsha: async () => Promise.reject(refused),
+      eval: async () => Promise.reject(refused),
+    });
+    const printed = spyOnConsoleError();
+    const started = performance.now();
+    const error = await createMutex(redis(client), { name: "silent-permission" })
+      .acquire({ timeout: 10_000 })
+      .catch((e: unknown) => e);
+    expect(performance.now() - started).toBeLessThan(3_000);
+    expect(error).toMatchObject({ name: "BackendError", backend: "redis", retryable: false });
+    expect((error as Error).message).toMatch(/no retry can grant it: run Deno with --allow-net/);
+    expect(printed.lines).toEqual([]);
+  });
+});
+
 describe("what is not a retried failure prints nothing", () => {
   it("timeout 0: the one failure is the timeout's cause, not printed", async () => {
     const printed = spyOnConsoleError();
