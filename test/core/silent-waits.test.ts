@@ -10,7 +10,8 @@ import IORedis from "ioredis";
 import { afterEach, describe, expect, inject, it, vi } from "vitest";
 import { redis } from "../../src/backends/redis/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
-import { type Backend, createMutex, isLockError, runOnce } from "../../src/index.ts";
+import { failureReporter } from "../../src/engine.ts";
+import { type Backend, BackendError, createMutex, isLockError, runOnce } from "../../src/index.ts";
 import { registerSecret, textOf } from "../harness/secrets.ts";
 import { freePort } from "../harness/servers/listen.ts";
 
@@ -107,6 +108,31 @@ describe.each(backends)("acquire() against a closed port: %s", (_label, make) =>
     expect(told.length).toBeGreaterThanOrEqual(1);
     expect(told[0]).toMatchObject({ name: "BackendError", backend: backend.name, retryable: true });
     expect(printed.lines).toEqual([]);
+  });
+});
+
+describe("never a flood", () => {
+  it("one line at the first failure, then at most one per 30 s, counting the failures in between", () => {
+    // The report's clock, faked: 65 s of failures every 100 ms would take 65 s for real.
+    vi.useFakeTimers({ toFake: ["performance"] });
+    try {
+      const printed = spyOnConsoleError();
+      const report = failureReporter("upstash", "job", undefined);
+      const error = new BackendError("request failed: fetch failed", { backend: "upstash", retryable: true });
+      for (let t = 0; t <= 65_000; t += 100) {
+        report(error);
+        vi.advanceTimersByTime(100);
+      }
+      expect(printed.lines).toEqual([
+        '[leasehold] [upstash] acquire "job" failed: request failed: fetch failed; retrying until it gets the lock (no timeout) (printed at most every 30 s; pass onError to handle failures yourself)',
+        expect.stringMatching(
+          /^\[leasehold\] \[upstash\] acquire "job" failed: .* \(300 failures since the last report; printed/,
+        ),
+        expect.stringMatching(/\(300 failures since the last report; printed/),
+      ]);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });
 
