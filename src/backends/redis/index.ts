@@ -35,7 +35,7 @@
 import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
-import { abortableCall, malformed, REDIS_TRANSIENT } from "../shared/errors.ts";
+import { abortableCall, malformed, permissionFix, REDIS_TRANSIENT } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
 import { INSPECT } from "../shared/redis-lua.ts";
 import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
@@ -174,10 +174,13 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     const message = clean(error instanceof Error ? error.message : String(error));
     const reply = REPLY.test(message);
     const auth = AUTH.test(message);
-    return new BackendError(message || "the client failed without a message", {
+    // A permission the runtime refused (Deno without --allow-net): no retry can grant it.
+    const fix = permissionFix(error);
+    const text = message || "the client failed without a message";
+    return new BackendError(fix ? `${text}: ${fix}` : text, {
       backend: NAME,
       // A connection that failed, closed or timed out may work again; a refused command will not.
-      retryable: !auth && (!reply || REDIS_TRANSIENT.test(message)),
+      retryable: !fix && !auth && (!reply || REDIS_TRANSIENT.test(message)),
       auth,
       cause: cause(error),
     });
