@@ -641,3 +641,25 @@ describe("leasehold's PostgreSQL client: SASLprep of the password, as libpq and 
     }
   });
 });
+
+describe("leasehold's PostgreSQL client: the SSLRequest's answer", () => {
+  it("refuses bytes that follow the answer before TLS (only someone on the path sends them)", async () => {
+    // FAKE server: "N" and, in the same packet, an AuthenticationOk and a ReadyForQuery, as an
+    // attacker would inject them (CVE-2021-23222); libpq refuses this too.
+    const port = await fake((socket) =>
+      socket.once("data", () => socket.write(Buffer.concat([Buffer.from("N"), auth(0), ready]))),
+    );
+    const client = postgresClient(
+      parsePostgresUrl(`postgres://leasehold:${PASSWORD}@127.0.0.1:${port}/db?connect_timeout=3`),
+    );
+    try {
+      const { error } = await rejection(client.query("SELECT 1", []));
+      expect(error).toBeInstanceOf(PostgresError);
+      expect(error.message).toMatch(
+        /^127\.0\.0\.1:\d+ sent data after its answer to the SSLRequest, before TLS: refused$/,
+      );
+    } finally {
+      await client.end();
+    }
+  });
+});
