@@ -7,7 +7,7 @@ import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
-import { serverName, tlsRefusal } from "./tls.ts";
+import { decodedPart, serverName, tlsRefusal } from "./tls.ts";
 
 /** Where a `postgres://` URL points, how to log in, and how to use TLS. */
 export interface PostgresTarget {
@@ -62,12 +62,12 @@ export function parsePostgresUrl(text: string): PostgresTarget {
     throw new Error(
       `connect_timeout must be a whole number of seconds from 1 to 3600, got ${JSON.stringify(timeout)}`,
     );
-  const user = decodeURIComponent(url.username);
+  const user = decodedPart(url.username, "its user name");
   const target: PostgresTarget = {
     host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
     port: url.port === "" ? 5432 : Number(url.port),
     user,
-    database: decodeURIComponent(url.pathname.replace(/^\//, "")) || user,
+    database: decodedPart(url.pathname.replace(/^\//, ""), "its database name") || user,
     // allow (TLS only if plain is refused) is read as prefer (TLS when offered), which is stricter.
     sslmode: (mode === "allow" ? "prefer" : mode) as PostgresTarget["sslmode"],
     connectTimeout: Number(timeout) * 1000,
@@ -82,7 +82,7 @@ export function parsePostgresUrl(text: string): PostgresTarget {
       );
     target.requireAuth = methods as AuthMethod[];
   }
-  if (url.password !== "") target.password = decodeURIComponent(url.password);
+  if (url.password !== "") target.password = decodedPart(url.password, "its password");
   return target;
 }
 

@@ -4,7 +4,7 @@
 import { Buffer } from "node:buffer";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
-import { serverName, tlsRefusal } from "./tls.ts";
+import { decodedPart, serverName, tlsRefusal } from "./tls.ts";
 
 /** An error reply from Redis (`-ERR ...`), kept as a value so it can sit inside an EXEC array. */
 export class RedisReplyError extends Error {
@@ -128,8 +128,8 @@ export function parseRedisUrl(text: string): RedisTarget {
     tls: url.protocol === "rediss:",
     db: path === "" ? 0 : Number(path),
   };
-  if (url.username !== "") target.username = decodeURIComponent(url.username);
-  if (url.password !== "") target.password = decodeURIComponent(url.password);
+  if (url.username !== "") target.username = decodedPart(url.username, "its user name");
+  if (url.password !== "") target.password = decodedPart(url.password, "its password");
   return target;
 }
 

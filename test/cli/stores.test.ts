@@ -190,8 +190,22 @@ describe("connection problems", () => {
         env: { ...bare, DATABASE_URL: "mysql://u:p@h/db" },
       }),
       cli(["status", "--name", "x", "--backend", "dynamodb"], { env: bare }),
+      // A %-escape that is not UTF-8 in the password: said so, without the password.
+      cli(["status", "--name", "x"], {
+        env: { ...bare, REDIS_URL: "redis://u:s3cr%E0%A4%A@127.0.0.1:6379" },
+      }),
+      cli(["status", "--name", "x"], { env: { ...bare, DATABASE_URL: "postgres://u:s3cr%E0%A4%A@h/db" } }),
     ];
-    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2, 2, 2]);
+    for (const [i, variable] of [
+      [3, "REDIS_URL"],
+      [4, "DATABASE_URL"],
+    ] as const) {
+      expect(runs[i]!.stderr).toMatch(
+        new RegExp(`${variable}: has a %-escape in its password that is not UTF-8 \\(escape each byte`),
+      );
+      expect(runs[i]!.stderr).not.toContain("s3cr");
+    }
     expect(runs[0]!.stderr).toMatch(/REDIS_URL: must start with redis:\/\/ or rediss:\/\//);
     expect(runs[1]!.stderr).toMatch(/DATABASE_URL: must start with postgres:\/\//);
     expect(runs[2]!.stderr).toMatch(/needs --table \(or LEASEHOLD_DYNAMODB_TABLE\)/);
