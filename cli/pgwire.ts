@@ -86,11 +86,15 @@ export function parsePostgresUrl(text: string): PostgresTarget {
   return target;
 }
 
-/** An error the server sent: its SQLSTATE is `code`, as pg's errors have it. */
+/**
+ * An error the server sent: its SQLSTATE is `code`, as pg's errors have it; `fatal` when the
+ * server ends the connection after it (severity FATAL or PANIC).
+ */
 export class PostgresError extends Error {
   constructor(
     message: string,
     readonly code: string,
+    readonly fatal = false,
   ) {
     super(message);
   }
@@ -144,7 +148,12 @@ function errorOf(body: Buffer): PostgresError {
     fields.set(String.fromCharCode(body[at]!), body.toString("utf8", at + 1, end));
     at = end + 1;
   }
-  return new PostgresError(fields.get("M") ?? "the server refused", fields.get("C") ?? "XX000");
+  const severity = fields.get("V") ?? fields.get("S");
+  return new PostgresError(
+    fields.get("M") ?? "the server refused",
+    fields.get("C") ?? "XX000",
+    severity === "FATAL" || severity === "PANIC",
+  );
 }
 
 /**
@@ -421,7 +430,11 @@ function session(t: PostgresTarget, socket: Socket, where: string) {
     const rows: Record<string, string | null>[] = [];
     let error: PostgresError | undefined;
     for (;;) {
-      const m = await next();
+      // A FATAL error (the server shutting down, the session terminated) is what to report when
+      // the close that follows it ends the wait, not the close.
+      const m = await next().catch((closed: Error) => {
+        throw error?.fatal ? error : closed;
+      });
       if (m.type === "T") columns = malformed("RowDescription", () => rowDescription(m.body));
       else if (m.type === "D") rows.push(malformed("DataRow", () => dataRow(m.body, columns)));
       else if (m.type === "E") error ??= errorOf(m.body);

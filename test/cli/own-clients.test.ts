@@ -1,9 +1,9 @@
 // leasehold's own PostgreSQL and Redis clients (cli/pgwire.ts, cli/resp.ts) against servers that
-// misbehave: a server that closes or never answers, an impostor that skips SCRAM's proof or asks
-// for the password in clear, garbled replies. Those are FAKE servers (node:net, in this file):
-// only a broken or hostile server shows these behaviours. A refused Redis login runs against the
-// real redis-server the harness starts, and a connection ended while idle against the real
-// PostgreSQL server.
+// misbehave: a server that closes, never answers or trickles traffic, an impostor that skips
+// SCRAM's proof or asks for the password in clear, garbled replies. Those are FAKE servers
+// (node:net, in this file): only a broken or hostile server shows these behaviours. A refused
+// Redis login, SASLprep and connections the server ends run against the real redis-server and
+// PostgreSQL server the harness starts.
 import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
@@ -311,8 +311,22 @@ describe("leasehold's Redis client", () => {
 
 const pgc = inject("postgres");
 
-describe("leasehold's PostgreSQL client: a connection the server ended while it was idle", () => {
-  it("is replaced before the next statement, which succeeds (it failed once first)", async () => {
+describe("leasehold's PostgreSQL client: a connection the server ends", () => {
+  it("during a statement: the server's FATAL error is reported (57P01, retryable), and the next statement reconnects", async () => {
+    const client = postgresClient(parsePostgresUrl(`${pgc.url}?sslmode=disable`));
+    try {
+      // The session terminates itself: PostgreSQL sends FATAL 57P01, then closes.
+      const { error } = await rejection(client.query("SELECT pg_terminate_backend(pg_backend_pid())", []));
+      expect(error).toBeInstanceOf(PostgresError);
+      expect((error as PostgresError).code).toBe("57P01");
+      expect(error.message).toMatch(/terminating connection due to administrator command/);
+      expect(await client.query("SELECT 3 AS three", [])).toEqual([{ three: "3" }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("while idle: it is replaced before the next statement, which succeeds (it failed once first)", async () => {
     const app = unique("idle");
     const client = postgresClient(parsePostgresUrl(`${pgc.url}?sslmode=disable&application_name=${app}`));
     const admin = new pg.Client({ connectionString: pgc.url });
