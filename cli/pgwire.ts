@@ -83,6 +83,15 @@ export function parsePostgresUrl(text: string): PostgresTarget {
     target.requireAuth = methods as AuthMethod[];
   }
   if (url.password !== "") target.password = decodedPart(url.password, "its password");
+  // The protocol ends each of these at a NUL: what follows would be read as another parameter.
+  for (const [what, value] of [
+    ["user name", target.user],
+    ["database name", target.database],
+    ["password", target.password],
+    ["application_name", target.applicationName],
+  ] as const)
+    if (value?.includes("\0"))
+      throw new Error(`has a NUL (%00) in its ${what}, which PostgreSQL cannot take`);
   return target;
 }
 

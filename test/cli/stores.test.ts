@@ -195,8 +195,13 @@ describe("connection problems", () => {
         env: { ...bare, REDIS_URL: "redis://u:s3cr%E0%A4%A@127.0.0.1:6379" },
       }),
       cli(["status", "--name", "x"], { env: { ...bare, DATABASE_URL: "postgres://u:s3cr%E0%A4%A@h/db" } }),
+      // A NUL ends a startup parameter: the rest would be read as another one.
+      cli(["status", "--name", "x"], { env: { ...bare, DATABASE_URL: "postgres://u%00options:p@h/db" } }),
     ];
-    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2, 2, 2]);
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2, 2, 2, 2]);
+    expect(runs[5]!.stderr).toMatch(
+      /DATABASE_URL: has a NUL \(%00\) in its user name, which PostgreSQL cannot take/,
+    );
     for (const [i, variable] of [
       [3, "REDIS_URL"],
       [4, "DATABASE_URL"],
