@@ -120,6 +120,11 @@ export function parseRedisUrl(text: string): RedisTarget {
   if (url.protocol !== "redis:" && url.protocol !== "rediss:")
     throw new Error(`must start with redis:// or rediss:// (TLS), got ${url.protocol}//`);
   if (url.hostname === "") throw new Error("has no host");
+  // Some clients read ?db=2 or TLS options here: ignoring them could put hosts on different databases.
+  for (const key of url.searchParams.keys())
+    throw new Error(
+      `has the parameter ${key}, which leasehold does not read (none are: the database goes in the path, /2; TLS is rediss://)`,
+    );
   const path = url.pathname.replace(/^\//, "");
   if (!/^\d{0,5}$/.test(path)) throw new Error("must end with a database number (/0, /1, ...) or nothing");
   const target: RedisTarget = {
