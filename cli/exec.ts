@@ -81,6 +81,8 @@ async function once(o: Options, options: Once, backend: Backend): Promise<number
       {
         standby: options.standby,
         signal: run.waiting,
+        // A standby's retried failures, reported as exec --wait's are (else the library prints them).
+        onError: retryReporter(`waiting for ${what}: the backend failed`),
         ...(options.retain === undefined ? {} : { retain: options.retain }),
         ...(o.timeout === undefined ? {} : { timeout: o.timeout }),
       },

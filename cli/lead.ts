@@ -48,11 +48,11 @@ export async function lead(o: Options, backend: Backend, label: string): Promise
         await election.lead(
           async (signal, lease) => {
             say(`leading "${o.name}" (token ${lease.token}): starting the command`);
-            const started = now();
             const command = supervise(o.argv, lease, grace, beat);
             const status = await ended(command, o.children, aborted(signal), "leading");
             if (status !== undefined) {
-              exited = { error: new CommandExited(status), ran: now() - started };
+              // Timed from the command's start, not its watchdog's (seconds on a loaded machine).
+              exited = { error: new CommandExited(status), ran: now() - (command.startedAt ?? now()) };
               term.abort();
               return;
             }

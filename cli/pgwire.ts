@@ -7,7 +7,7 @@ import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
-import { serverName, tlsRefusal } from "./tls.ts";
+import { decodedPart, serverName, tlsRefusal } from "./tls.ts";
 
 /** Where a `postgres://` URL points, how to log in, and how to use TLS. */
 export interface PostgresTarget {
@@ -62,12 +62,12 @@ export function parsePostgresUrl(text: string): PostgresTarget {
     throw new Error(
       `connect_timeout must be a whole number of seconds from 1 to 3600, got ${JSON.stringify(timeout)}`,
     );
-  const user = decodeURIComponent(url.username);
+  const user = decodedPart(url.username, "its user name");
   const target: PostgresTarget = {
     host: url.hostname.replace(/^\[(.*)\]$/, "$1"),
     port: url.port === "" ? 5432 : Number(url.port),
     user,
-    database: decodeURIComponent(url.pathname.replace(/^\//, "")) || user,
+    database: decodedPart(url.pathname.replace(/^\//, ""), "its database name") || user,
     // allow (TLS only if plain is refused) is read as prefer (TLS when offered), which is stricter.
     sslmode: (mode === "allow" ? "prefer" : mode) as PostgresTarget["sslmode"],
     connectTimeout: Number(timeout) * 1000,
@@ -82,21 +82,37 @@ export function parsePostgresUrl(text: string): PostgresTarget {
       );
     target.requireAuth = methods as AuthMethod[];
   }
-  if (url.password !== "") target.password = decodeURIComponent(url.password);
+  if (url.password !== "") target.password = decodedPart(url.password, "its password");
+  // The protocol ends each of these at a NUL: what follows would be read as another parameter.
+  for (const [what, value] of [
+    ["user name", target.user],
+    ["database name", target.database],
+    ["password", target.password],
+    ["application_name", target.applicationName],
+  ] as const)
+    if (value?.includes("\0"))
+      throw new Error(`has a NUL (%00) in its ${what}, which PostgreSQL cannot take`);
   return target;
 }
 
-/** An error the server sent: its SQLSTATE is `code`, as pg's errors have it. */
+/**
+ * An error the server sent: its SQLSTATE is `code`, as pg's errors have it; `fatal` when the
+ * server ends the connection after it (severity FATAL or PANIC).
+ */
 export class PostgresError extends Error {
   constructor(
     message: string,
     readonly code: string,
+    readonly fatal = false,
   ) {
     super(message);
   }
 }
 
-/** How long a statement may wait for its answer before the connection is dropped. */
+/**
+ * How long a statement may take, from its send to its ReadyForQuery, before the connection is
+ * dropped: one deadline, which no traffic (a NoticeResponse, a trickle of bytes) extends.
+ */
 const ANSWER_WITHIN = 10_000;
 
 /** PostgreSQL's default is 4 096; 600 000 (OWASP's advice for PBKDF2-SHA-256) is about 0.3 s here. */
@@ -141,7 +157,12 @@ function errorOf(body: Buffer): PostgresError {
     fields.set(String.fromCharCode(body[at]!), body.toString("utf8", at + 1, end));
     at = end + 1;
   }
-  return new PostgresError(fields.get("M") ?? "the server refused", fields.get("C") ?? "XX000");
+  const severity = fields.get("V") ?? fields.get("S");
+  return new PostgresError(
+    fields.get("M") ?? "the server refused",
+    fields.get("C") ?? "XX000",
+    severity === "FATAL" || severity === "PANIC",
+  );
 }
 
 /**
@@ -167,16 +188,27 @@ export function postgresClient(t: PostgresTarget) {
     query(text: string, params: string[]): Promise<Record<string, string | null>[]> {
       if (ended) return Promise.reject(new Error("the connection is closed"));
       const run = chain.then(async () => {
+        // Queued before end(): it must not open a connection that nobody would close.
+        const closed = () => {
+          if (ended) throw new Error("the connection is closed (end() was called before this statement ran)");
+        };
+        closed();
         let c = await connection();
         if (c.broken()) {
           // It broke while idle (the server restarted, a reset): a new one, not a failed statement.
           conn = undefined;
+          closed();
           c = await connection();
         }
+        closed();
         try {
           return await c.statement(text, params);
         } catch (error) {
-          if (!(error instanceof PostgresError)) conn = undefined; // broken: the next one reconnects
+          if (!(error instanceof PostgresError)) {
+            // Broken (its socket is already destroyed): the next statement reconnects.
+            c.close();
+            conn = undefined;
+          }
           throw error;
         }
       });
@@ -249,7 +281,12 @@ async function open(t: PostgresTarget, opening: { socket: Socket | undefined }):
     if (t.sslmode !== "disable") {
       // SSLRequest: the server answers one byte, S (TLS follows) or N (no TLS here).
       socket.write(Buffer.concat([int32(8), int32(80877103)]));
-      const answer = await until(socket, where, "data", (b) => String.fromCharCode((b as Buffer)[0]!));
+      const reply = await until(socket, where, "data", (b) => b as Buffer);
+      const answer = String.fromCharCode(reply[0]!);
+      // Bytes after the answer, before TLS, could only be injected by someone on the path (as
+      // libpq since CVE-2021-23222, refused).
+      if (reply.length > 1)
+        throw refused(`${where} sent data after its answer to the SSLRequest, before TLS: refused`);
       if (answer === "S") {
         const secure = tls({
           socket,
@@ -310,9 +347,6 @@ function session(t: PostgresTarget, socket: Socket, where: string) {
   };
   socket.on("error", (e) => fail(new Error(`${where}: ${e.message}`)));
   socket.on("close", () => fail(new Error(`connection to ${where} closed`)));
-  socket.setTimeout(ANSWER_WITHIN, () => {
-    if (waiter) fail(new Error(`no answer from ${where} within ${ANSWER_WITHIN} ms`));
-  });
   socket.on("data", (chunk: Buffer) => {
     buffer = buffer.length === 0 ? chunk : Buffer.concat([buffer, chunk]);
     while (buffer.length >= 5) {
@@ -347,38 +381,19 @@ function session(t: PostgresTarget, socket: Socket, where: string) {
 
   const connection: Connection = {
     async statement(text, params) {
-      send(
-        Buffer.concat([
-          message("P", cstring(""), cstring(text), int16(0)),
-          message(
-            "B",
-            cstring(""),
-            cstring(""),
-            int16(0),
-            int16(params.length),
-            ...params.flatMap((p) => {
-              const b = Buffer.from(p, "utf8");
-              return [int32(b.length), b];
-            }),
-            int16(0),
-          ),
-          message("D", Buffer.from("P"), cstring("")),
-          message("E", cstring(""), int32(0)),
-          message("S"),
-        ]),
+      const deadline = setTimeout(
+        () => fail(new Error(`no answer from ${where} within ${ANSWER_WITHIN} ms`)),
+        ANSWER_WITHIN,
       );
-      let columns: string[] = [];
-      const rows: Record<string, string | null>[] = [];
-      let error: PostgresError | undefined;
-      for (;;) {
-        const m = await next();
-        if (m.type === "T") columns = rowDescription(m.body);
-        else if (m.type === "D") rows.push(dataRow(m.body, columns));
-        else if (m.type === "E") error ??= errorOf(m.body);
-        else if (m.type === "Z") break;
+      try {
+        return await exchange(text, params);
+      } catch (error) {
+        // A message it cannot read (a truncated DataRow): the stream is lost, so is the connection.
+        if (!(error instanceof PostgresError)) fail(error as Error);
+        throw error;
+      } finally {
+        clearTimeout(deadline);
       }
-      if (error) throw error;
-      return rows;
     },
     broken: () => broken !== undefined,
     close() {
@@ -388,6 +403,55 @@ function session(t: PostgresTarget, socket: Socket, where: string) {
       socket.destroy();
     },
   };
+
+  /** `read()`, or an error naming the message it could not read (the caller then drops the connection). */
+  const malformed = <T>(what: string, read: () => T): T => {
+    try {
+      return read();
+    } catch {
+      throw new Error(`${where} sent a malformed ${what}: not PostgreSQL?`);
+    }
+  };
+
+  /** Sends one statement (Parse, Bind, Describe, Execute, Sync) and reads its answer. */
+  async function exchange(text: string, params: string[]): Promise<Record<string, string | null>[]> {
+    send(
+      Buffer.concat([
+        message("P", cstring(""), cstring(text), int16(0)),
+        message(
+          "B",
+          cstring(""),
+          cstring(""),
+          int16(0),
+          int16(params.length),
+          ...params.flatMap((p) => {
+            const b = Buffer.from(p, "utf8");
+            return [int32(b.length), b];
+          }),
+          int16(0),
+        ),
+        message("D", Buffer.from("P"), cstring("")),
+        message("E", cstring(""), int32(0)),
+        message("S"),
+      ]),
+    );
+    let columns: string[] = [];
+    const rows: Record<string, string | null>[] = [];
+    let error: PostgresError | undefined;
+    for (;;) {
+      // A FATAL error (the server shutting down, the session terminated) is what to report when
+      // the close that follows it ends the wait, not the close.
+      const m = await next().catch((closed: Error) => {
+        throw error?.fatal ? error : closed;
+      });
+      if (m.type === "T") columns = malformed("RowDescription", () => rowDescription(m.body));
+      else if (m.type === "D") rows.push(malformed("DataRow", () => dataRow(m.body, columns)));
+      else if (m.type === "E") error ??= errorOf(m.body);
+      else if (m.type === "Z") break;
+    }
+    if (error) throw error;
+    return rows;
+  }
 
   return {
     connection,
@@ -506,22 +570,8 @@ async function login(
     } else if (code === 11) {
       if (step !== "sasl" || !scram) throw out("SASLContinue");
       const serverFirst = m.body.toString("utf8", 4);
-      const attrs = new Map(serverFirst.split(",").map((kv) => [kv[0]!, kv.slice(2)] as [string, string]));
-      const nonce = attrs.get("r") ?? "";
-      const salt = Buffer.from(attrs.get("s") ?? "", "base64");
-      const iterations = Number(attrs.get("i"));
-      if (
-        !nonce.startsWith(scram.nonce) ||
-        nonce === scram.nonce ||
-        !Number.isInteger(iterations) ||
-        iterations < 1
-      )
-        throw refused("SCRAM: the server's first message is invalid");
-      if (iterations > MAX_SCRAM_ITERATIONS)
-        throw refused(
-          `SCRAM: the server asks for ${iterations} iterations; leasehold does at most ${MAX_SCRAM_ITERATIONS}`,
-        );
-      const salted = pbkdf2Sync(password(), salt, iterations, 32, "sha256");
+      const { nonce, salt, iterations } = serverFirstMessage(serverFirst, scram.nonce);
+      const salted = pbkdf2Sync(saslprep(password()), salt, iterations, 32, "sha256");
       const hmac = (key: Buffer, text: string) => createHmac("sha256", key).update(text).digest();
       const clientKey = hmac(salted, "Client Key");
       const storedKey = createHash("sha256").update(clientKey).digest();
@@ -542,23 +592,155 @@ async function login(
   }
 }
 
+/** The column names of a RowDescription; throws when the message is cut short. */
+/**
+ * SCRAM's server-first message (RFC 5802 §7): `r=` the client's nonce and the server's, `s=` a
+ * salt, `i=` an iteration count, in that order. A mandatory extension (`m=`), which this client
+ * cannot know, fails the login, as the RFC requires; so do an empty salt and a count that is not
+ * a whole number of at least 1. Any count from 1 is accepted, as libpq does (an administrator may
+ * set `scram_iterations` that low), up to `MAX_SCRAM_ITERATIONS`.
+ */
+function serverFirstMessage(text: string, clientNonce: string) {
+  const invalid = (what: string) => refused(`SCRAM: the server's first message is invalid (${what})`);
+  if (text.startsWith("m=")) throw invalid("a mandatory extension, m=, which leasehold does not speak");
+  const [r, s, i] = text.split(",");
+  if (!r?.startsWith("r=") || !s?.startsWith("s=") || !i?.startsWith("i="))
+    throw invalid("expected r=, s= and i=");
+  const nonce = r.slice(2);
+  if (!nonce.startsWith(clientNonce) || nonce === clientNonce)
+    throw invalid("its nonce does not extend the client's");
+  const salt = s.slice(2);
+  if (!/^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/.test(salt) || salt === "")
+    throw invalid("the salt is empty or not base64");
+  const count = i.slice(2);
+  if (!/^[1-9]\d{0,9}$/.test(count))
+    throw invalid(`the iteration count ${JSON.stringify(count.slice(0, 20))}`);
+  const iterations = Number(count);
+  if (iterations > MAX_SCRAM_ITERATIONS)
+    throw refused(
+      `SCRAM: the server asks for ${iterations} iterations; leasehold does at most ${MAX_SCRAM_ITERATIONS}`,
+    );
+  return { nonce, salt: Buffer.from(salt, "base64"), iterations };
+}
+
+/** Whether code point `c` is in one of the inclusive ranges of `table` (pairs: first, last). */
+const within = (table: readonly number[], c: number) => {
+  for (let i = 0; i < table.length; i += 2) if (c >= table[i]! && c <= table[i + 1]!) return true;
+  return false;
+};
+/** RFC 3454 C.1.2, non-ASCII spaces: mapped to a space. */
+const NON_ASCII_SPACE = [
+  0xa0, 0xa0, 0x1680, 0x1680, 0x2000, 0x200b, 0x202f, 0x202f, 0x205f, 0x205f, 0x3000, 0x3000,
+];
+/** RFC 3454 B.1, commonly mapped to nothing. */
+const MAPPED_TO_NOTHING = [
+  0xad, 0xad, 0x34f, 0x34f, 0x1806, 0x1806, 0x180b, 0x180d, 0x200b, 0x200d, 0x2060, 0x2060, 0xfe00, 0xfe0f,
+  0xfeff, 0xfeff,
+];
+/** RFC 4013's prohibited output: RFC 3454 C.1.2, C.2.1, C.2.2 and C.3 to C.9, ranges merged. */
+const PROHIBITED = [
+  0x0,
+  0x1f,
+  0x7f,
+  0xa0,
+  0x340,
+  0x341,
+  0x6dd,
+  0x6dd,
+  0x70f,
+  0x70f,
+  0x1680,
+  0x1680,
+  0x180e,
+  0x180e,
+  0x2000,
+  0x200f,
+  0x2028,
+  0x202f,
+  0x205f,
+  0x2063,
+  0x206a,
+  0x206f,
+  0x2ff0,
+  0x2ffb,
+  0x3000,
+  0x3000,
+  0xd800,
+  0xf8ff,
+  0xfdd0,
+  0xfdef,
+  0xfeff,
+  0xfeff,
+  0xfff9,
+  0xffff,
+  0x1d173,
+  0x1d17a,
+  0xe0001,
+  0xe0001,
+  0xe0020,
+  0xe007f,
+  0xf0000,
+  0x10ffff,
+  // C.4: the last two code points of each plane.
+  ...Array.from({ length: 15 }, (_, p) => [(p + 1) * 0x10000 + 0xfffe, (p + 1) * 0x10000 + 0xffff]).flat(),
+];
+/**
+ * Not assigned (RFC 3454 A.1 is Unicode 3.2's list; this is the running engine's Unicode, which
+ * differs only for characters assigned since 2002).
+ */
+const UNASSIGNED = /\p{Cn}/u;
+/**
+ * Right-to-left (RFC 3454 D.1, bidi classes R and AL) and left-to-right (D.2, L) characters.
+ * JavaScript has no Bidi_Class property: these go by script and category, which agree with D.1
+ * and D.2 for letters, what a password holds.
+ */
+const RTL = /^[\p{Script=Hebrew}\p{Script=Arabic}\p{Script=Syriac}\p{Script=Thaana}\u200F]$/u;
+const LTR = /^[\p{L}\p{Mc}]$/u;
+
+/**
+ * SASLprep (RFC 4013) of a SCRAM password, as libpq and PostgreSQL apply it, so a password set
+ * with non-ASCII characters (a non-breaking space, a ligature) logs in as it does with psql. As
+ * libpq: an ASCII password is used as it is, and one that SASLprep prohibits (a control or
+ * unassigned character, mixed directions, nothing left) is used as raw bytes; the checks apply to
+ * the mapped password, before NFKC, as libpq's do.
+ */
+export function saslprep(password: string): string {
+  if (Buffer.byteLength(password) === password.length) return password; // ASCII
+  const chars: string[] = [];
+  for (const c of password) {
+    const code = c.codePointAt(0)!;
+    if (within(NON_ASCII_SPACE, code)) chars.push(" ");
+    else if (!within(MAPPED_TO_NOTHING, code)) chars.push(c);
+  }
+  if (chars.length === 0) return password;
+  if (chars.some((c) => within(PROHIBITED, c.codePointAt(0)!) || UNASSIGNED.test(c))) return password;
+  if (chars.some((c) => RTL.test(c))) {
+    const ltr = chars.some((c) => LTR.test(c) && !RTL.test(c));
+    if (ltr || !RTL.test(chars[0]!) || !RTL.test(chars.at(-1)!)) return password;
+  }
+  return chars.join("").normalize("NFKC");
+}
+
 function rowDescription(body: Buffer): string[] {
   const names: string[] = [];
   let at = 2;
   for (let i = body.readInt16BE(0); i > 0; i--) {
     const end = body.indexOf(0, at);
+    if (end < 0 || end + 1 + 18 > body.length) throw new RangeError("truncated");
     names.push(body.toString("utf8", at, end));
     at = end + 1 + 18;
   }
   return names;
 }
 
+/** A DataRow's values by column name; throws when the message is cut short. */
 function dataRow(body: Buffer, columns: string[]): Record<string, string | null> {
   const row: Record<string, string | null> = {};
   let at = 2;
   for (let i = 0, n = body.readInt16BE(0); i < n; i++) {
     const length = body.readInt32BE(at);
     at += 4;
+    if (length > 0 && at + length > body.length) throw new RangeError("truncated");
     row[columns[i] ?? String(i)] = length < 0 ? null : body.toString("utf8", at, at + length);
     if (length > 0) at += length;
   }

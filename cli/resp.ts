@@ -4,7 +4,7 @@
 import { Buffer } from "node:buffer";
 import { type Socket, connect as tcp } from "node:net";
 import { connect as tls } from "node:tls";
-import { serverName, tlsRefusal } from "./tls.ts";
+import { decodedPart, serverName, tlsRefusal } from "./tls.ts";
 
 /** An error reply from Redis (`-ERR ...`), kept as a value so it can sit inside an EXEC array. */
 export class RedisReplyError extends Error {
@@ -120,6 +120,11 @@ export function parseRedisUrl(text: string): RedisTarget {
   if (url.protocol !== "redis:" && url.protocol !== "rediss:")
     throw new Error(`must start with redis:// or rediss:// (TLS), got ${url.protocol}//`);
   if (url.hostname === "") throw new Error("has no host");
+  // Some clients read ?db=2 or TLS options here: ignoring them could put hosts on different databases.
+  for (const key of url.searchParams.keys())
+    throw new Error(
+      `has the parameter ${key}, which leasehold does not read (none are: the database goes in the path, /2; TLS is rediss://)`,
+    );
   const path = url.pathname.replace(/^\//, "");
   if (!/^\d{0,5}$/.test(path)) throw new Error("must end with a database number (/0, /1, ...) or nothing");
   const target: RedisTarget = {
@@ -128,8 +133,8 @@ export function parseRedisUrl(text: string): RedisTarget {
     tls: url.protocol === "rediss:",
     db: path === "" ? 0 : Number(path),
   };
-  if (url.username !== "") target.username = decodeURIComponent(url.username);
-  if (url.password !== "") target.password = decodeURIComponent(url.password);
+  if (url.username !== "") target.username = decodedPart(url.username, "its user name");
+  if (url.password !== "") target.password = decodedPart(url.password, "its password");
   return target;
 }
 
@@ -142,8 +147,14 @@ function plain(reply: Reply): unknown {
   return reply;
 }
 
-/** How long a command may wait for its reply before the connection is dropped (and made again). */
+/**
+ * How long a command may wait for its reply, from its send, before the connection is dropped (and
+ * made again): one deadline, which no traffic (a trickle of a reply's bytes) extends.
+ */
 const ANSWER_WITHIN = 10_000;
+
+/** How long connecting, the TLS handshake and AUTH/SELECT may take together (one deadline). */
+const CONNECT_WITHIN = 10_000;
 
 /**
  * A refused AUTH or SELECT: the URL is wrong (a password the server does not expect, a database it
@@ -161,7 +172,9 @@ export class RedisLoginRefused extends RedisReplyError {
  * is never sent). `close()` ends it.
  */
 export function redisClient(t: RedisTarget) {
-  type Conn = { socket: Socket; pending: { resolve: (r: Reply) => void; reject: (e: Error) => void }[] };
+  type Pending = { resolve: (r: Reply) => void; reject: (e: Error) => void };
+  type Conn = { socket: Socket; pending: Pending[]; fail: (e: Error) => void };
+  const where = `${t.host}:${t.port}`;
   let current: Conn | undefined;
   let closed = false;
 
@@ -169,20 +182,22 @@ export function redisClient(t: RedisTarget) {
     const socket = t.tls
       ? tls({ host: t.host, port: t.port, ...serverName(t.host) })
       : tcp({ host: t.host, port: t.port });
-    const conn: Conn = { socket, pending: [] };
+    let connected: Pending | undefined;
     const fail = (error: Error) => {
       if (current === conn) current = undefined;
+      connected?.reject(error);
       for (const p of conn.pending.splice(0)) p.reject(error);
       socket.destroy();
     };
+    const conn: Conn = { socket, pending: [], fail };
     socket.setNoDelay(true);
-    socket.setTimeout(ANSWER_WITHIN, () => {
-      if (conn.pending.length > 0)
-        fail(new Error(`no answer from ${t.host}:${t.port} within ${ANSWER_WITHIN} ms`));
-    });
     socket.on(
       "data",
-      replyReader((r) => conn.pending.shift()?.resolve(r), fail),
+      replyReader((r) => {
+        const p = conn.pending.shift();
+        if (p) p.resolve(r);
+        else fail(new Error(`${where} sent a reply to no command: not Redis?`));
+      }, fail),
     );
     let secured = !t.tls;
     socket.once("secureConnect", () => {
@@ -192,29 +207,61 @@ export function redisClient(t: RedisTarget) {
       // A certificate it cannot trust, or no TLS there: configuration. "TLS ..." has the shape of
       // an error reply (CODE message), which the redis backend does not retry.
       if (!secured && tlsRefusal(error))
-        fail(new RedisLoginRefused(`TLS ${t.host}:${t.port}: ${error.message} (REDIS_URL is rediss://)`));
-      else fail(new Error(`${t.host}:${t.port}: ${error.message}`));
+        fail(new RedisLoginRefused(`TLS ${where}: ${error.message} (REDIS_URL is rediss://)`));
+      else fail(new Error(`${where}: ${error.message}`));
     });
-    socket.on("close", () => fail(new Error(`connection to ${t.host}:${t.port} closed`)));
+    socket.on("close", () => fail(new Error(`connection to ${where} closed`)));
     current = conn;
     const login: string[][] = [];
     if (t.password !== undefined)
       login.push(t.username === undefined ? ["AUTH", t.password] : ["AUTH", t.username, t.password]);
     if (t.db !== 0) login.push(["SELECT", String(t.db)]);
-    const ready = Promise.all(login.map((args) => request(conn, args))).then((replies) => {
-      const no = replies.find((r) => r instanceof RedisReplyError);
-      if (no) {
-        fail(new Error("login refused"));
-        throw new RedisLoginRefused(`${no.message} (REDIS_URL's ${login[replies.indexOf(no)]![0]})`);
-      }
-    });
+    // Connecting, TLS and the login: one deadline, so a server that trickles bytes cannot hold it.
+    const steps = ["connecting", ...(t.tls ? ["TLS"] : []), ...login.map(([command]) => command!)];
+    const deadline = setTimeout(
+      () => fail(new Error(`no answer from ${where} within ${CONNECT_WITHIN} ms (${steps.join(", ")})`)),
+      CONNECT_WITHIN,
+    );
+    const ready = new Promise<Reply>((resolve, reject) => {
+      connected = { resolve, reject };
+      socket.once(t.tls ? "secureConnect" : "connect", () => resolve(null));
+    })
+      .then(() => Promise.all(login.map((args) => request(conn, args, false))))
+      .then((replies) => {
+        const no = replies.find((r) => r instanceof RedisReplyError);
+        if (no) {
+          fail(new Error("login refused"));
+          throw new RedisLoginRefused(`${no.message} (REDIS_URL's ${login[replies.indexOf(no)]![0]})`);
+        }
+      })
+      .finally(() => {
+        clearTimeout(deadline);
+        connected = undefined;
+      });
     ready.catch(() => {}); // the commands waiting for it throw its error
     return { conn, ready };
   }
 
-  function request(conn: Conn, args: string[]): Promise<Reply> {
+  /** Sends a command; its reply must come within ANSWER_WITHIN of the send (`bounded`). */
+  function request(conn: Conn, args: string[], bounded = true): Promise<Reply> {
     return new Promise<Reply>((resolve, reject) => {
-      conn.pending.push({ resolve, reject });
+      const deadline = bounded
+        ? setTimeout(
+            () => conn.fail(new Error(`no answer from ${where} within ${ANSWER_WITHIN} ms`)),
+            ANSWER_WITHIN,
+          )
+        : undefined;
+      const done = () => clearTimeout(deadline);
+      conn.pending.push({
+        resolve: (r) => {
+          done();
+          resolve(r);
+        },
+        reject: (e) => {
+          done();
+          reject(e);
+        },
+      });
       conn.socket.write(encodeCommand(args));
     });
   }
@@ -226,7 +273,7 @@ export function redisClient(t: RedisTarget) {
       if (opened === undefined || current !== opened.conn) opened = open();
       const { conn, ready } = opened;
       await ready;
-      if (current !== conn) throw new Error(`connection to ${t.host}:${t.port} closed`);
+      if (current !== conn) throw new Error(`connection to ${where} closed`);
       const value = plain(await request(conn, [command, ...args]));
       if (value instanceof RedisReplyError) throw value;
       return value;

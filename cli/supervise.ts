@@ -3,7 +3,7 @@
 import { spawn } from "node:child_process";
 import process from "node:process";
 import type { Lease } from "../src/lease.ts";
-import { sleep, within } from "../src/time.ts";
+import { now, sleep, within } from "../src/time.ts";
 import { EXIT } from "./help.ts";
 import { say } from "./output.ts";
 import {
@@ -37,6 +37,8 @@ export interface Command {
   stop(): Promise<void>;
   /** Whether the stop needed SIGKILL. */
   readonly killed: boolean;
+  /** When the command started (the watchdog said so), on the monotonic clock of src/time.ts. */
+  readonly startedAt: number | undefined;
 }
 
 /** The command ended on its own with a status (lead: the term ends; exec --once: not recorded). */
@@ -61,6 +63,7 @@ export function supervise(
   env: Record<string, string> = {},
 ): Command {
   let pgid: number | undefined;
+  let startedAt: number | undefined;
   let killed = false;
   let stopping: Promise<void> | undefined;
   let settleExit: (status: number) => void = () => {};
@@ -95,8 +98,10 @@ export function supervise(
   };
   watchdog.on("message", (raw: unknown) => {
     const m = raw as FromWatchdog;
-    if (m.t === "started") pgid = m.pid;
-    else if (m.t === "exit") {
+    if (m.t === "started") {
+      pgid = m.pid;
+      startedAt = now();
+    } else if (m.t === "exit") {
       if (m.error) say(`cannot run ${JSON.stringify(argv[0])}: ${m.error}`);
       settleExit(m.status);
     } else if (m.t === "empty") done();
@@ -154,6 +159,9 @@ export function supervise(
     },
     get killed() {
       return killed;
+    },
+    get startedAt() {
+      return startedAt;
     },
   };
 }

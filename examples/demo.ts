@@ -1,8 +1,11 @@
 // `npm run demo`: three workers elect a leader; the leader works, then crashes (it stops
 // renewing and never releases); a follower takes over within one ttl. Runs on the embedded
-// memory backend, or on Upstash / Azure when their environment variables are set.
+// memory backend, or on Upstash / Azure when their environment variables are set. The demo shows
+// a failover, not an outage: the backend's first failure (a wrong URL or credentials) is printed
+// at once and ends it with exit status 1.
 import type { Backend } from "../src/backend.ts";
 import { memory } from "../src/backends/memory/index.ts";
+import { explain } from "../src/errors.ts";
 import { createMutex, type Lease } from "../src/index.ts";
 import { sleep } from "../src/time.ts";
 
@@ -38,6 +41,13 @@ let takeover = 0;
 
 let crashNext = true; // the first leader crashes 3 s into its term
 
+/** Ends the demo at the backend's first failure, with its error (no secret: leasehold's carry none). */
+function backendFailed(error: unknown): never {
+  console.error(`\nthe backend failed (${label}): ${explain(error)}`);
+  console.error("check its environment variables (URL, token or connection string); the demo stops here");
+  process.exit(1);
+}
+
 /** A worker that campaigns and leads (prints its work); the first leader crashes. */
 async function worker(id: string): Promise<void> {
   let crashed = false;
@@ -55,9 +65,12 @@ async function worker(id: string): Promise<void> {
   while (!shutdown.signal.aborted) {
     let lease: Lease;
     try {
-      lease = await mutex.acquire({ signal: shutdown.signal });
-    } catch {
-      return;
+      // onError: each retryable failure (a refused connection, a 5xx, no answer) as it happens;
+      // a non-retryable one (a refused token) rejects.
+      lease = await mutex.acquire({ signal: shutdown.signal, onError: backendFailed });
+    } catch (error) {
+      if (shutdown.signal.aborted) return;
+      backendFailed(error);
     }
     if (crashedAt && !takeover) {
       takeover = performance.now() - crashedAt;

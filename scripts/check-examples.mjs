@@ -82,9 +82,10 @@ function files(dir, ext) {
 function fencedBlocks(lines, first, last, strip = (l) => l) {
   const blocks = [];
   for (let i = first; i < last; i++) {
-    const open = /^(\s*)(`{3,}|~{3,})\s*(ts|typescript)\s*$/.exec(strip(lines[i]));
+    const open = /^(\s*)(`{3,}|~{3,})\s*(ts|typescript|js|mjs|javascript)\s*$/.exec(strip(lines[i]));
     if (!open) continue;
-    const [, indent, fence] = open;
+    const [, indent, fence, info] = open;
+    const lang = /^(ts|typescript)$/.test(info) ? "ts" : "js";
     const code = [];
     let j = i + 1;
     for (; j < last; j++) {
@@ -93,7 +94,7 @@ function fencedBlocks(lines, first, last, strip = (l) => l) {
       code.push(text.startsWith(indent) ? text.slice(indent.length) : text.trimStart());
     }
     if (j === last) throw new Error(`unclosed code fence at line ${i + 1}`);
-    blocks.push({ line: i + 2, code: code.join("\n") });
+    blocks.push({ line: i + 2, code: code.join("\n"), lang });
     i = j;
   }
   return blocks;
@@ -144,60 +145,109 @@ const configPath = join(root, "tsconfig.test.json");
 const config = ts.readConfigFile(configPath, ts.sys.readFile);
 if (config.error) throw new Error(ts.flattenDiagnosticMessageText(config.error.messageText, "\n"));
 const parsed = ts.parseJsonConfigFileContent(config.config, ts.sys, root, undefined, configPath);
-const options = {
+const base = {
   ...parsed.options,
   noEmit: true,
   noUnusedLocals: false,
   noUnusedParameters: false,
   allowImportingTsExtensions: true,
+  allowJs: true,
+  checkJs: true,
 };
 
-// Each example is a virtual file beside the sources, so bare imports find node_modules.
+// The two module resolutions a user's project has: a bundler's (Vite, esbuild, Bun, tsx) and
+// Node's own (`"module": "NodeNext"`, where a CommonJS package's default import is its
+// module.exports: `import Redis from "ioredis"` is no constructor there).
+const RESOLUTIONS = {
+  Bundler: { module: ts.ModuleKind.ESNext, moduleResolution: ts.ModuleResolutionKind.Bundler },
+  NodeNext: { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext },
+};
+// The Redis clients' majors the tests run (test/backends/redis/clients.ts): an example that imports
+// "ioredis" or "redis" is checked against each. Major 6 is installed as the npm aliases "ioredis6"
+// and "redis6" and put in their place through "paths" (to their "types" file: NodeNext's ESM
+// resolution does not look into a directory).
+const CLIENTS = {
+  "clients of major 5": { imports: null, paths: {} },
+  "clients of major 6": {
+    imports: /from\s+["'](ioredis|redis)["']/,
+    paths: {
+      ioredis: ["./node_modules/ioredis6/built/index.d.ts"],
+      redis: ["./node_modules/redis6/dist/index.d.ts"],
+    },
+  },
+};
+
+// Each example is a virtual file beside the sources, so bare imports find node_modules; a JS
+// example is an .mjs file (checkJs), as it runs.
 const virtualDir = join(root, ".examples");
 const sources = new Map();
 examples.forEach((e, index) => {
   if (e.unfenced) return;
   const module = /^\s*(import|export)\b/m.test(e.code) ? e.code : `${e.code}\nexport {};`;
-  e.virtual = join(virtualDir, `${index}-${e.file.replace(/[^A-Za-z0-9]+/g, "-")}.ts`);
+  const ext = e.lang === "js" ? "mjs" : "ts";
+  e.virtual = join(virtualDir, `${index}-${e.file.replace(/[^A-Za-z0-9]+/g, "-")}.${ext}`);
   sources.set(e.virtual, module);
 });
 const preludePath = join(virtualDir, "prelude.d.ts");
 sources.set(preludePath, PRELUDE);
 
-const host = ts.createCompilerHost(options, true);
-const { getSourceFile, fileExists, readFile } = host;
-host.fileExists = (name) => sources.has(name) || fileExists.call(host, name);
-host.readFile = (name) => sources.get(name) ?? readFile.call(host, name);
-host.getSourceFile = (name, language, ...rest) =>
-  sources.has(name)
-    ? ts.createSourceFile(name, sources.get(name), language, true)
-    : getSourceFile.call(host, name, language, ...rest);
+// Parsed files, shared by the programs: a file parses the same way in each whose language
+// version and module format (the key) are the same, so the lib files and the sources parse once.
+const parsedFiles = new Map();
 
-const program = ts.createProgram([...sources.keys()], options, host);
+/** Compiles `files` (with the prelude) under `options`: the program's diagnostics. */
+function diagnostics(options, files) {
+  const host = ts.createCompilerHost(options, true);
+  const { getSourceFile, fileExists, readFile } = host;
+  host.fileExists = (name) => sources.has(name) || fileExists.call(host, name);
+  host.readFile = (name) => sources.get(name) ?? readFile.call(host, name);
+  host.getSourceFile = (name, language, ...rest) => {
+    const key = `${name}\0${JSON.stringify(language)}`;
+    let file = parsedFiles.get(key);
+    if (!file) {
+      file = sources.has(name)
+        ? ts.createSourceFile(name, sources.get(name), language, true)
+        : getSourceFile.call(host, name, language, ...rest);
+      parsedFiles.set(key, file);
+    }
+    return file;
+  };
+  return ts.getPreEmitDiagnostics(ts.createProgram([...files, preludePath], options, host));
+}
+
 const failures = new Map(); // example → messages
 const byVirtual = new Map(examples.filter((e) => e.virtual).map((e) => [e.virtual, e]));
-const global = [];
-for (const d of ts.getPreEmitDiagnostics(program)) {
-  const text = ts.flattenDiagnosticMessageText(d.messageText, "\n  ");
-  const example = d.file && byVirtual.get(d.file.fileName);
-  if (!example) {
-    const where = d.file
-      ? `${relative(root, d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}`
-      : "";
-    global.push(`${where} TS${d.code}: ${text}`);
-    continue;
+const global = new Set();
+for (const [resolution, resolutionOptions] of Object.entries(RESOLUTIONS)) {
+  for (const [clients, { imports, paths }] of Object.entries(CLIENTS)) {
+    const files = [...byVirtual.values()]
+      .filter((e) => !imports || imports.test(e.code))
+      .map((e) => e.virtual);
+    const options = { ...base, ...resolutionOptions, paths: { ...base.paths, ...paths } };
+    const under = `under ${resolution}, ${clients}`;
+    for (const d of diagnostics(options, files)) {
+      const text = ts.flattenDiagnosticMessageText(d.messageText, "\n  ");
+      const example = d.file && byVirtual.get(d.file.fileName);
+      if (!example) {
+        const where = d.file
+          ? `${relative(root, d.file.fileName)}:${d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1}`
+          : "";
+        global.add(`${where} TS${d.code} (${under}): ${text}`);
+        continue;
+      }
+      const { line, character } = d.file.getLineAndCharacterOfPosition(d.start ?? 0);
+      const list = failures.get(example) ?? [];
+      list.push(`${example.file}:${example.line + line}:${character + 1} TS${d.code} (${under}): ${text}`);
+      failures.set(example, list);
+    }
   }
-  const { line, character } = d.file.getLineAndCharacterOfPosition(d.start ?? 0);
-  const list = failures.get(example) ?? [];
-  list.push(`${example.file}:${example.line + line}:${character + 1} TS${d.code}: ${text}`);
-  failures.set(example, list);
 }
 for (const e of examples) {
   if (e.unfenced)
     failures.set(e, [`${e.file}:${e.line} @example ${e.title}: no \`\`\`ts block follows the tag`]);
 }
 
-let failed = global.length > 0;
+let failed = global.size > 0;
 for (const message of global) console.error(message);
 const seenKnown = new Set();
 for (const e of examples) {

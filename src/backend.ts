@@ -287,6 +287,26 @@ export interface FireRecord {
   complete?(r: CompleteRequest): Promise<boolean>;
 }
 
+/** Options of {@link Close.close}. */
+export interface CloseOptions {
+  /** The longest to wait for the work in flight, in ms (a finite number ≥ 0); the backend says its default. */
+  timeout?: number;
+}
+
+/** Optional capability: a backend that sends requests of its own after its operations resolved. */
+export interface Close {
+  /**
+   * Optional: for a backend whose operations leave requests running after they resolved (a
+   * quorum's requests to its slower members). Refuses every operation from now on (a
+   * non-retryable `BackendError`), waits until the requests in flight, and those they lead to,
+   * have settled, at most `timeout` ms, then aborts what is left; nothing more is sent. Call it
+   * after the last lease is released, before closing the clients the backend uses. Idempotent: a
+   * second call waits for the first. Backends without requests of their own do not have it (their
+   * operations wait for their one request): `await backend.close?.()` suits any backend.
+   */
+  close?(options?: CloseOptions): Promise<void>;
+}
+
 /**
  * A storage backend for {@link createMutex} and `createSemaphore`: the four methods every backend
  * has, and the optional capabilities. See `leasehold/testing` to check one.
@@ -297,10 +317,11 @@ export interface Backend
     QueuedAcquire,
     AcquireAny,
     RaiseFence,
-    FireRecord {}
+    FireRecord,
+    Close {}
 
 /** The optional methods, each a function when present. */
-const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence", "complete"] as const;
+const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence", "complete", "close"] as const;
 
 /**
  * Throws a TypeError from `where` (such as `"createMutex:"`) unless `backend` has the shape of a

@@ -9,7 +9,7 @@ import type {
   FireHolder,
   HolderInfo,
 } from "./backend.ts";
-import { BackendError, fenceExhausted, LockTimeoutError } from "./errors.ts";
+import { BackendError, explain, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
 import { createLease, type Lease, releaseNonce } from "./lease.ts";
 import {
@@ -23,7 +23,7 @@ import {
 } from "./options.ts";
 import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { NEVER, now, sleep } from "./time.ts";
-import { observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
+import { FAILURE_REPORT_INTERVAL, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
 /** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
@@ -197,6 +197,34 @@ export function observe<L extends Lease>(o: Core, attempt: AttemptFn<L>): Attemp
 }
 
 /**
+ * acquire()'s report of the failures it retries when the caller passed no `onError`: one line to
+ * `console.error` naming the backend, the lock, the error with its causes (the library's errors
+ * carry no secret) and how long it goes on; the first failure at once, then at most one line
+ * per {@link FAILURE_REPORT_INTERVAL}, counting the failures in between. @internal
+ */
+export function failureReporter(
+  backend: string,
+  what: string,
+  timeout: number | undefined,
+): (error: unknown) => void {
+  let last = Number.NEGATIVE_INFINITY;
+  let count = 0;
+  return (error) => {
+    count++;
+    if (now() - last < FAILURE_REPORT_INTERVAL) return;
+    last = now();
+    const until =
+      timeout === undefined ? "until it gets the lock (no timeout)" : `until its timeout of ${timeout} ms`;
+    const since = count > 1 ? `${count} failures since the last report; ` : "";
+    console.error(
+      `[leasehold] [${backend}] acquire "${what}" failed: ${explain(error, backend)}; retrying ${until} ` +
+        `(${since}printed at most every ${FAILURE_REPORT_INTERVAL / 1000} s; pass onError to handle failures yourself)`,
+    );
+    count = 0;
+  };
+}
+
+/**
  * acquire(): attempts until one gets a lease, with jittered backoff (never longer than a
  * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
  * §4.7). `what` names the lock in the timeout's message; `queued`: whether to wait in line on a
@@ -227,8 +255,13 @@ export async function waitFor<L extends Lease>(
   const timedOut = () => {
     const silent = lastError === undefined && pending && !answered;
     const cause = silent ? noAnswer(backendName, "acquire", now() - start) : lastError;
-    return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms`, { cause });
+    // The message says why when the backend is to blame, so that an outage does not read as a
+    // held lock; the cause is that error itself.
+    const why = cause === undefined ? "" : `: the backend failed (the cause): ${explain(cause, backendName)}`;
+    return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms${why}`, { cause });
   };
+  // Without onError, a retried failure is printed: nobody waits in silence.
+  const print = onError ? undefined : failureReporter(backendName, what, timeout);
   // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything,
   // requests in flight included, through a signal that follows the caller's. Without one, the
   // caller's signal (if any) is all there is to follow: no second signal to make and listen to.
@@ -260,6 +293,8 @@ export async function waitFor<L extends Lease>(
       }
       // Never sleep past the timeout, and never sleep after giving up.
       if (now() >= end) throw timedOut();
+      // This attempt failed and another follows (a failure that ends the wait is its cause).
+      if (lastError !== undefined) print?.(lastError);
       await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {

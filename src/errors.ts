@@ -107,6 +107,23 @@ export function fenceExhausted(backend: string, key: string): BackendError {
   );
 }
 
+/**
+ * `error`'s message, then each cause's message in parentheses (3 deep, a message the text already
+ * contains left out), without the leading `[leasehold] ` and, when `backend` is given, its
+ * `[<backend>] `: one line that says what failed and why (a fetch's "fetch failed" says little
+ * without its cause's "connect ECONNREFUSED"). The library's errors and causes carry no secret.
+ * @internal
+ */
+export function explain(error: unknown, backend?: string): string {
+  let text = error instanceof Error ? error.message : String(error);
+  for (let e = error, depth = 0; e instanceof Error && e.cause instanceof Error && depth < 3; depth++) {
+    e = e.cause;
+    if (e instanceof Error && !text.includes(e.message)) text += ` (${e.message})`;
+  }
+  text = text.replace(/^\[leasehold\] /, "");
+  return backend !== undefined && text.startsWith(`[${backend}] `) ? text.slice(backend.length + 3) : text;
+}
+
 const names = new Set(["LockError", "LockTimeoutError", "LeaseLostError", "BackendError"]);
 
 /**

@@ -17,6 +17,8 @@ export type {
   AcquireResult,
   Backend,
   BackendBase,
+  Close,
+  CloseOptions,
   CompleteRequest,
   FetchLike,
   FireHolder,

@@ -26,8 +26,11 @@ export interface Mutex {
   /**
    * Waits until the lock is free and takes it. Retries with jittered backoff (≤ `retryDelay`,
    * never longer than the holder's remaining time when the backend reports it), also through
-   * retryable backend failures. Rejects with a {@link LockTimeoutError} after `timeout`, with
-   * `signal.reason` on abort, and with a non-retryable {@link BackendError} at once.
+   * retryable backend failures, which go to `onError` or, without it, to `console.error` (the
+   * first at once, then at most every 30 s). Rejects with a {@link LockTimeoutError} after
+   * `timeout` (its `cause` the backend's last failure, if any), with `signal.reason` on abort,
+   * and with a non-retryable {@link BackendError} at once (refused credentials, a permission the
+   * runtime refused).
    */
   acquire(options?: AcquireOptions): Promise<Lease>;
   /**

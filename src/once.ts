@@ -10,6 +10,7 @@ import {
   type Core,
   check,
   checkBackendRange,
+  checkFunction,
   checkMs,
   checkSignal,
   cores,
@@ -42,6 +43,12 @@ export interface OnceOptions {
   standby?: boolean;
   /** With `standby`: the longest wait in ms, after which it rejects with `LockTimeoutError`. */
   timeout?: number;
+  /**
+   * With `standby`: called with each retryable failure while waiting, as `Mutex.acquire`'s
+   * `onError` is; with it nothing is printed, without it a retried failure is printed with
+   * `console.error` (the first at once, then at most every 30 s).
+   */
+  onError?: (error: unknown) => void;
   /**
    * Aborts taking the fire's lock (the attempt, or the standby's wait), as `mutex.run`'s does; once
    * `fn` runs, stop it through the lease's signal or your own.
@@ -194,7 +201,7 @@ export async function runOnce<T>(
     `the ${backend.name} backend cannot record a completed fire (it has no complete method); runOnce needs one that can: every built-in backend, a quorum only when all its members can and their retainRanges overlap (docs/once.md)`,
   );
   check(typeof fn === "function", at, `fn must be a function, got ${kind(fn)}`);
-  const { retain = DAY, standby = false, timeout, signal } = optionsOf("runOnce", options);
+  const { retain = DAY, standby = false, timeout, signal, onError } = optionsOf("runOnce", options);
   check(
     Number.isSafeInteger(retain) && retain >= 1 && retain <= MAX_DELAY,
     at,
@@ -205,6 +212,7 @@ export async function runOnce<T>(
   check(typeof standby === "boolean", at, "standby must be a boolean");
   checkMs("runOnce", "timeout", timeout, true);
   checkSignal("runOnce", signal);
+  checkFunction("runOnce", "onError", onError);
   const key = await fireKey(o.name, fire);
   signal?.throwIfAborted();
 
@@ -238,7 +246,11 @@ export async function runOnce<T>(
       lease = await waitFor(
         run,
         `fire ${key}`,
-        { ...(signal ? { signal } : {}), ...(timeout !== undefined ? { timeout } : {}) },
+        {
+          ...(signal ? { signal } : {}),
+          ...(timeout !== undefined ? { timeout } : {}),
+          ...(onError ? { onError } : {}),
+        },
         async (s, q, n, start) => {
           const r = await attempt(s, q, n, start);
           if (!isLease(r) && r.done) throw new FireDone(r.done);

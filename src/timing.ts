@@ -52,6 +52,12 @@ export function quietBound(ttl: number): number {
   return Math.max(ttl / 5, 1_000);
 }
 
+/**
+ * How often, at most, `acquire()` without `onError` prints that its backend keeps failing: the
+ * first failure at once, then one line per 30 s (docs/DESIGN.md §4.7). Never a flood.
+ */
+export const FAILURE_REPORT_INTERVAL = 30_000;
+
 /** Exponential backoff: 25 ms doubling with each failure, never above `cap`. */
 export function backoff(failures: number, cap: number): number {
   return Math.min(cap, 25 * 2 ** Math.min(failures, 30));

@@ -54,13 +54,16 @@ export interface AcquireOptions {
    * flight included. `0` means "do not wait": exactly one attempt, bounded like `tryAcquire()`'s,
    * that takes a free lock and rejects with the timeout error when it is taken. When the backend
    * failed or never answered since its last answer, the timeout's `cause` is that
-   * {@link BackendError}.
+   * {@link BackendError}, and its message quotes it.
    */
   timeout?: number;
   /**
    * Called with each retryable failure while waiting (a network error, a 5xx, no answer within
    * the attempt's bound); the wait goes on. When it throws, `acquire` rejects with that error.
-   * Default: none (the failures are still the `cause` of a timeout).
+   * With it, the caller decides alone and nothing is printed. Without it, a failure that is
+   * retried is printed with `console.error` (one line naming the backend, the lock and the
+   * error, no secret): the first at once, then at most one line every 30 s while the failures go
+   * on. Either way the last failure is the `cause` of a timeout.
    */
   onError?: (error: unknown) => void;
 }

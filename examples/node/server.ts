@@ -3,7 +3,14 @@
 // the leader's interval runs the job. When the leader stops (deploy, crash, scale-in), another
 // instance takes over: at once after a graceful stop, within one ttl after a crash.
 //
-//   UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… PORT=3000 node server.js
+// In a project with leasehold installed (`npm install leasehold`), saved as server.ts:
+//
+//   UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… PORT=3000 node server.ts      # Node 24
+//   UPSTASH_REDIS_REST_URL=… UPSTASH_REDIS_REST_TOKEN=… PORT=3000 npx tsx server.ts  # Node 20
+//
+// Node 24 (and 22.18+) strips the types itself; Node 20 needs a TypeScript runner such as tsx
+// (`npm install --save-dev tsx`) or a build step. In this repository: `npm run build`, then
+// `node examples/node/server.ts` (the package resolves itself by name to dist/).
 //
 // GET / answers this instance's view: { instance, leader, health, runs }.
 import { randomUUID } from "node:crypto";

@@ -1,23 +1,26 @@
 // leasehold's own PostgreSQL and Redis clients (cli/pgwire.ts, cli/resp.ts) against servers that
-// misbehave: a server that closes or never answers, an impostor that skips SCRAM's proof or asks
-// for the password in clear, garbled replies. Those are FAKE servers (node:net, in this file):
-// only a broken or hostile server shows these behaviours. A refused Redis login runs against the
-// real redis-server the harness starts, and a connection ended while idle against the real
-// PostgreSQL server.
+// misbehave: a server that closes, never answers or trickles traffic, an impostor that skips
+// SCRAM's proof or asks for the password in clear, garbled replies. Those are FAKE servers
+// (node:net, in this file): only a broken or hostile server shows these behaviours. A refused
+// Redis login, SASLprep and connections the server ends run against the real redis-server and
+// PostgreSQL server the harness starts.
 import { Buffer } from "node:buffer";
 import { createHash, createHmac, pbkdf2Sync, randomBytes } from "node:crypto";
 import { type AddressInfo, createServer, type Server, type Socket } from "node:net";
 import IORedis from "ioredis";
 import pg from "pg";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
-import { parsePostgresUrl, postgresClient } from "../../cli/pgwire.ts";
+import { PostgresError, parsePostgresUrl, postgresClient, saslprep } from "../../cli/pgwire.ts";
+import { parseRedisUrl, redisClient } from "../../cli/resp.ts";
 import { bare, cli, sleep, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
 
 const servers: Server[] = [];
 const sockets: Socket[] = [];
+const timers: NodeJS.Timeout[] = [];
 afterAll(() => {
+  for (const t of timers) clearInterval(t);
   for (const s of sockets) s.destroy();
   for (const s of servers) s.close();
 });
@@ -54,7 +57,9 @@ function fakePostgres(
   step: (body: Buffer, n: number, socket: Socket) => Buffer | undefined,
 ) {
   const received: Buffer[] = [];
+  const sockets: Socket[] = [];
   const port = fake((socket) => {
+    sockets.push(socket);
     let buffer = Buffer.alloc(0);
     let phase = 0; // 0: SSLRequest or startup, 1: startup read, messages follow
     socket.on("data", (chunk: Buffer) => {
@@ -84,7 +89,7 @@ function fakePostgres(
       }
     });
   });
-  return { port, received };
+  return { port, received, sockets };
 }
 
 const pgEnv = (port: number, query = "") => ({
@@ -306,8 +311,22 @@ describe("leasehold's Redis client", () => {
 
 const pgc = inject("postgres");
 
-describe("leasehold's PostgreSQL client: a connection the server ended while it was idle", () => {
-  it("is replaced before the next statement, which succeeds (it failed once first)", async () => {
+describe("leasehold's PostgreSQL client: a connection the server ends", () => {
+  it("during a statement: the server's FATAL error is reported (57P01, retryable), and the next statement reconnects", async () => {
+    const client = postgresClient(parsePostgresUrl(`${pgc.url}?sslmode=disable`));
+    try {
+      // The session terminates itself: PostgreSQL sends FATAL 57P01, then closes.
+      const { error } = await rejection(client.query("SELECT pg_terminate_backend(pg_backend_pid())", []));
+      expect(error).toBeInstanceOf(PostgresError);
+      expect((error as PostgresError).code).toBe("57P01");
+      expect(error.message).toMatch(/terminating connection due to administrator command/);
+      expect(await client.query("SELECT 3 AS three", [])).toEqual([{ three: "3" }]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it("while idle: it is replaced before the next statement, which succeeds (it failed once first)", async () => {
     const app = unique("idle");
     const client = postgresClient(parsePostgresUrl(`${pgc.url}?sslmode=disable&application_name=${app}`));
     const admin = new pg.Client({ connectionString: pgc.url });
@@ -324,6 +343,336 @@ describe("leasehold's PostgreSQL client: a connection the server ended while it 
       expect(await client.query("SELECT 2 AS two", [])).toEqual([{ two: "2" }]);
     } finally {
       await admin.end();
+      await client.end();
+    }
+  });
+});
+
+/** How long `p` took to reject, and its error (it must reject). */
+async function rejection(p: Promise<unknown>): Promise<{ error: Error; ms: number }> {
+  const start = performance.now();
+  try {
+    await p;
+  } catch (error) {
+    return { error: error as Error, ms: performance.now() - start };
+  }
+  throw new Error("expected a rejection");
+}
+
+/** Writes `piece` to `socket` every 2 s until the socket closes. */
+function trickle(socket: Socket, piece: string | Buffer) {
+  const timer = setInterval(() => {
+    if (socket.destroyed) clearInterval(timer);
+    else socket.write(piece);
+  }, 2_000);
+  timers.push(timer);
+}
+
+/** A PostgreSQL URL without a password: the fakes below log in with no authentication (trust). */
+const trustUrl = (port: number, query = "") =>
+  parsePostgresUrl(`postgres://leasehold@127.0.0.1:${port}/db?sslmode=disable${query}`);
+
+describe("leasehold's own clients: one deadline per statement or command, from its send", () => {
+  it("a server that trickles traffic but never answers fails the statement after 10 s (retryable), in both clients", async () => {
+    // FAKE servers: a real one answers. PostgreSQL: logged in, then a NoticeResponse every 2 s for
+    // the statement. Redis: the first bytes of a reply, then one byte every 2 s. The deadline was an
+    // idle timer that each of these reset, so the CLI waited forever.
+    const notice = pgMessage("N", Buffer.from("SNOTICE\0C00000\0Mstill working\0\0"));
+    const pgFake = fakePostgres(Buffer.concat([auth(0), ready]), (_body, n, socket) => {
+      if (n === 0) trickle(socket, notice);
+      return undefined;
+    });
+    const pgNotices = postgresClient(trustUrl(await pgFake.port));
+    const redisPort = await fake((socket) =>
+      socket.once("data", () => {
+        socket.write("$1000\r\n");
+        trickle(socket, "x");
+      }),
+    );
+    const redis = redisClient(parseRedisUrl(`redis://127.0.0.1:${redisPort}`));
+    try {
+      const [pgResult, redisResult] = await Promise.all([
+        rejection(pgNotices.query("SELECT 1", [])),
+        rejection(redis.send("PING", [])),
+      ]);
+      for (const { error, ms } of [pgResult, redisResult]) {
+        expect(error.message).toMatch(/^no answer from 127\.0\.0\.1:\d+ within 10000 ms$/);
+        expect(ms).toBeGreaterThan(9_500);
+        expect(ms).toBeLessThan(18_000);
+      }
+      // Not a server's refusal: the backend retries it (a new connection).
+      expect(pgResult.error).not.toBeInstanceOf(PostgresError);
+    } finally {
+      await pgNotices.end();
+      redis.close();
+    }
+  }, 40_000);
+});
+
+describe("leasehold's Redis client: one deadline over connecting, TLS and AUTH/SELECT", () => {
+  it("a TLS handshake or an AUTH reply that trickles bytes fails the connection after 10 s", async () => {
+    // FAKE servers. TLS: a record header that announces 16 KiB, then one byte every 2 s (the
+    // handshake never completes). AUTH: the first byte of a status reply, then one every 2 s.
+    const tlsPort = await fake((socket) =>
+      socket.once("data", () => {
+        socket.write(Buffer.from([0x16, 0x03, 0x03, 0x40, 0x00]));
+        trickle(socket, Buffer.from([0x02]));
+      }),
+    );
+    const authPort = await fake((socket) =>
+      socket.once("data", () => {
+        socket.write("+");
+        trickle(socket, "O");
+      }),
+    );
+    const clients = [
+      redisClient(parseRedisUrl(`rediss://127.0.0.1:${tlsPort}`)),
+      redisClient(parseRedisUrl(`redis://:pw@127.0.0.1:${authPort}/2`)),
+    ];
+    try {
+      const results = await Promise.all(clients.map((c) => rejection(c.send("PING", []))));
+      expect(results[0]!.error.message).toMatch(
+        /^no answer from 127\.0\.0\.1:\d+ within 10000 ms \(connecting, TLS\)$/,
+      );
+      expect(results[1]!.error.message).toMatch(
+        /^no answer from 127\.0\.0\.1:\d+ within 10000 ms \(connecting, AUTH, SELECT\)$/,
+      );
+      for (const { ms } of results) {
+        expect(ms).toBeGreaterThan(9_500);
+        expect(ms).toBeLessThan(18_000);
+      }
+    } finally {
+      for (const c of clients) c.close();
+    }
+  }, 40_000);
+});
+
+describe("leasehold's PostgreSQL client: end() and a message it cannot read", () => {
+  it("a statement queued before end() rejects and opens no connection", async () => {
+    // FAKE server (trust, then ReadyForQuery for each Sync; the second statement gets no answer):
+    // it counts the connections the client opens.
+    let statements = 0;
+    const f = fakePostgres(Buffer.concat([auth(0), ready]), (body) =>
+      body.length === 0 && ++statements === 1 ? ready : undefined,
+    );
+    const port = await f.port;
+    // Queued and end() at once: neither statement may connect.
+    const idle = postgresClient(trustUrl(port));
+    const early = [idle.query("SELECT 1", []), idle.query("SELECT 2", [])];
+    await idle.end();
+    for (const q of early) await expect(q).rejects.toThrow(/end\(\) was called before this statement ran/);
+    await sleep(300);
+    expect(f.sockets.length).toBe(0);
+    // One in flight on an open connection, one queued behind it: end() fails the first (its
+    // connection closed) and the second never opens another.
+    const busy = postgresClient(trustUrl(port));
+    expect(await busy.query("SELECT 1", [])).toEqual([]);
+    const inFlight = busy.query("SELECT 2", []);
+    const queued = busy.query("SELECT 3", []);
+    await sleep(300);
+    await busy.end();
+    await expect(inFlight).rejects.toThrow(/closed/);
+    await expect(queued).rejects.toThrow(/end\(\) was called before this statement ran/);
+    await sleep(300);
+    expect(f.sockets.length).toBe(1);
+  });
+
+  it("a truncated DataRow fails the statement and closes the connection's socket", async () => {
+    // FAKE server: a row of two columns whose first value claims 100 bytes and has 3.
+    const row = Buffer.concat([Buffer.from([0, 2]), int32(100), Buffer.from("abc")]);
+    const description = Buffer.concat([
+      Buffer.from([0, 2]),
+      ...["a", "b"].map((n) => Buffer.concat([Buffer.from(`${n}\0`), Buffer.alloc(18)])),
+    ]);
+    const f = fakePostgres(Buffer.concat([auth(0), ready]), (body) =>
+      body.length === 0
+        ? Buffer.concat([
+            pgMessage("T", description),
+            pgMessage("D", row),
+            pgMessage("C", Buffer.from("SELECT 1\0")),
+            ready,
+          ])
+        : undefined,
+    );
+    const client = postgresClient(trustUrl(await f.port));
+    try {
+      await expect(client.query("SELECT a, b", [])).rejects.toThrow(
+        /^127\.0\.0\.1:\d+ sent a malformed DataRow: not PostgreSQL\?$/,
+      );
+      expect(f.sockets.length).toBe(1);
+      // The server sees the connection closed (it stayed open, forgotten, before).
+      await Promise.race([
+        new Promise<void>((ok) => (f.sockets[0]!.destroyed ? ok() : f.sockets[0]!.once("close", ok))),
+        sleep(5_000).then(() => {
+          throw new Error("the client's socket stayed open");
+        }),
+      ]);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+/**
+ * A FAKE PostgreSQL server that speaks SCRAM-SHA-256 correctly for `password` (it checks the
+ * client's proof and signs with the right key) but sends `first(clientNonce)` as its server-first
+ * message; then answers each statement with ReadyForQuery. `proofOk` says whether the proof was right.
+ */
+function scramFake(password: string, first: (clientNonce: string) => string) {
+  let serverFirstText = "";
+  let clientFirstBare = "";
+  const state = { proofOk: false };
+  const f = fakePostgres(auth(10, "SCRAM-SHA-256\0\0"), (body, n) => {
+    if (n === 0) {
+      clientFirstBare = body.toString("utf8", body.indexOf(0) + 1 + 4).slice(3);
+      serverFirstText = first(/r=([^,]+)/.exec(clientFirstBare)![1]!);
+      return auth(11, serverFirstText);
+    }
+    if (n > 1) return body.length === 0 ? ready : undefined;
+    const final = body.toString("utf8");
+    const withoutProof = final.slice(0, final.indexOf(",p="));
+    const salted = pbkdf2Sync(
+      password,
+      Buffer.from(/s=([^,]+)/.exec(serverFirstText)![1]!, "base64"),
+      Number(/i=(\d+)/.exec(serverFirstText)![1]),
+      32,
+      "sha256",
+    );
+    const hmac = (key: Buffer, text: string) => createHmac("sha256", key).update(text).digest();
+    const message = `${clientFirstBare},${serverFirstText},${withoutProof}`;
+    const clientKey = hmac(salted, "Client Key");
+    const signature = hmac(createHash("sha256").update(clientKey).digest(), message);
+    const proof = Buffer.from(final.slice(final.indexOf(",p=") + 3), "base64");
+    state.proofOk = Buffer.compare(Buffer.from(proof.map((b, i) => b ^ signature[i]!)), clientKey) === 0;
+    if (!state.proofOk) return pgMessage("E", Buffer.from("SFATAL\0C28P01\0Mwrong proof\0\0"));
+    const verifier = hmac(hmac(salted, "Server Key"), message).toString("base64");
+    return Buffer.concat([auth(12, `v=${verifier}`), auth(0), ready]);
+  });
+  return { ...f, state };
+}
+
+describe("leasehold's PostgreSQL client: SCRAM's server-first message", () => {
+  const salt = randomBytes(16).toString("base64");
+  const extend = (nonce: string) => `r=${nonce}${randomBytes(9).toString("base64")}`;
+
+  it("refuses a mandatory extension (m=), an empty or missing salt, and an iteration count below 1 or not a number", async () => {
+    const invalid: [string, (nonce: string) => string, RegExp][] = [
+      ["m=", (n) => `m=channel-magic,${extend(n)},s=${salt},i=4096`, /a mandatory extension, m=/],
+      ["empty salt", (n) => `${extend(n)},s=,i=4096`, /the salt is empty or not base64/],
+      ["no salt", (n) => `${extend(n)},i=4096`, /expected r=, s= and i=/],
+      ["i=0", (n) => `${extend(n)},s=${salt},i=0`, /the iteration count "0"/],
+      ["i=abc", (n) => `${extend(n)},s=${salt},i=abc`, /the iteration count "abc"/],
+      ["i=1.5", (n) => `${extend(n)},s=${salt},i=1.5`, /the iteration count "1\.5"/],
+    ];
+    const fakes = invalid.map(([, first]) => scramFake(PASSWORD, first));
+    const clients = await Promise.all(
+      fakes.map(async (f) =>
+        postgresClient(
+          parsePostgresUrl(
+            `postgres://leasehold:${PASSWORD}@127.0.0.1:${await f.port}/db?sslmode=disable&connect_timeout=3`,
+          ),
+        ),
+      ),
+    );
+    try {
+      const results = await Promise.all(clients.map((c) => rejection(c.query("SELECT 1", []))));
+      results.forEach(({ error }, i) => {
+        const [what, , message] = invalid[i]!;
+        expect(error, what).toBeInstanceOf(PostgresError); // refused: exit 2, not retried
+        expect((error as PostgresError).code, what).toBe("28000");
+        expect(error.message, what).toMatch(/^SCRAM: the server's first message is invalid \(/);
+        expect(error.message, what).toMatch(message);
+      });
+      // Refused before the proof: the client sent only its first message.
+      for (const f of fakes) expect(f.received.length).toBe(1);
+    } finally {
+      for (const c of clients) await c.end();
+    }
+  });
+
+  it("accepts any iteration count from 1, as libpq does (scram_iterations may be set that low)", async () => {
+    const f = scramFake(PASSWORD, (n) => `${extend(n)},s=${salt},i=1`);
+    const client = postgresClient(
+      parsePostgresUrl(`postgres://leasehold:${PASSWORD}@127.0.0.1:${await f.port}/db?sslmode=disable`),
+    );
+    try {
+      expect(await client.query("SELECT 1", [])).toEqual([]);
+      expect(f.state.proofOk).toBe(true);
+    } finally {
+      await client.end();
+    }
+  });
+});
+
+describe("leasehold's PostgreSQL client: SASLprep of the password, as libpq and the server apply it", () => {
+  it("logs in to PostgreSQL with passwords SASLprep maps, normalizes or leaves as they are", async () => {
+    const admin = new pg.Client({ connectionString: pgc.url });
+    await admin.connect();
+    // The server stores each password's SCRAM secret after its own SASLprep.
+    const passwords = {
+      // A non-breaking space (mapped to a space), a soft hyphen (mapped to nothing), a ligature
+      // (NFKC: "fi"): the server stores "pass fi-word".
+      mapped: "pass\u00a0\ufb01-\u00adword",
+      // A left-to-right mark is prohibited: SASLprep fails and the raw bytes are used (the
+      // ligature stays).
+      prohibited: "\ufb01\u200eword",
+      // Hebrew with a presentation form, right to left throughout: normalized.
+      rtl: "\ufb2e\u05d1\u05d2",
+      // Hebrew and Latin mixed: prohibited, raw.
+      mixed: "\ufb2e\u05d1x\u05d2",
+      ascii: "plain-ascii\u0001",
+    };
+    const roles = Object.keys(passwords).map((k) => unique(`prep_${k}`).replaceAll("-", "_"));
+    try {
+      for (const [i, pw] of Object.values(passwords).entries())
+        await admin.query(`CREATE ROLE ${roles[i]} LOGIN PASSWORD ${admin.escapeLiteral(pw)}`);
+      for (const [i, pw] of Object.values(passwords).entries()) {
+        const client = postgresClient({
+          ...parsePostgresUrl(`${pgc.url}?sslmode=disable`),
+          user: roles[i]!,
+          database: "postgres",
+          password: pw,
+        });
+        try {
+          expect(await client.query("SELECT current_user AS me", []), Object.keys(passwords)[i]).toEqual([
+            { me: roles[i] },
+          ]);
+        } finally {
+          await client.end();
+        }
+      }
+      // What the server derived from each (the raw password where SASLprep fails).
+      expect(Object.values(passwords).map(saslprep)).toEqual([
+        "pass fi-word",
+        passwords.prohibited,
+        "\u05d0\u05b7\u05d1\u05d2",
+        passwords.mixed,
+        passwords.ascii,
+      ]);
+    } finally {
+      for (const role of roles) await admin.query(`DROP ROLE IF EXISTS ${role}`);
+      await admin.end();
+    }
+  });
+});
+
+describe("leasehold's PostgreSQL client: the SSLRequest's answer", () => {
+  it("refuses bytes that follow the answer before TLS (only someone on the path sends them)", async () => {
+    // FAKE server: "N" and, in the same packet, an AuthenticationOk and a ReadyForQuery, as an
+    // attacker would inject them (CVE-2021-23222); libpq refuses this too.
+    const port = await fake((socket) =>
+      socket.once("data", () => socket.write(Buffer.concat([Buffer.from("N"), auth(0), ready]))),
+    );
+    const client = postgresClient(
+      parsePostgresUrl(`postgres://leasehold:${PASSWORD}@127.0.0.1:${port}/db?connect_timeout=3`),
+    );
+    try {
+      const { error } = await rejection(client.query("SELECT 1", []));
+      expect(error).toBeInstanceOf(PostgresError);
+      expect(error.message).toMatch(
+        /^127\.0\.0\.1:\d+ sent data after its answer to the SSLRequest, before TLS: refused$/,
+      );
+    } finally {
       await client.end();
     }
   });

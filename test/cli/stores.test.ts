@@ -209,8 +209,32 @@ describe("connection problems", () => {
         env: { ...bare, DATABASE_URL: "mysql://u:p@h/db" },
       }),
       cli(["status", "--name", "x", "--backend", "dynamodb"], { env: bare }),
+      // A %-escape that is not UTF-8 in the password: said so, without the password.
+      cli(["status", "--name", "x"], {
+        env: { ...bare, REDIS_URL: "redis://u:s3cr%E0%A4%A@127.0.0.1:6379" },
+      }),
+      cli(["status", "--name", "x"], { env: { ...bare, DATABASE_URL: "postgres://u:s3cr%E0%A4%A@h/db" } }),
+      // A NUL ends a startup parameter: the rest would be read as another one.
+      cli(["status", "--name", "x"], { env: { ...bare, DATABASE_URL: "postgres://u%00options:p@h/db" } }),
+      // redis-py reads ?db=2: ignored, it would put this host on database 0 and others on 2.
+      cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: "redis://127.0.0.1:6379?db=2" } }),
     ];
-    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2]);
+    expect(await Promise.all(runs.map((x) => x.status))).toEqual([2, 2, 2, 2, 2, 2, 2]);
+    expect(runs[6]!.stderr).toMatch(
+      /REDIS_URL: has the parameter db, which leasehold does not read \(none are: the database goes in the path, \/2/,
+    );
+    expect(runs[5]!.stderr).toMatch(
+      /DATABASE_URL: has a NUL \(%00\) in its user name, which PostgreSQL cannot take/,
+    );
+    for (const [i, variable] of [
+      [3, "REDIS_URL"],
+      [4, "DATABASE_URL"],
+    ] as const) {
+      expect(runs[i]!.stderr).toMatch(
+        new RegExp(`${variable}: has a %-escape in its password that is not UTF-8 \\(escape each byte`),
+      );
+      expect(runs[i]!.stderr).not.toContain("s3cr");
+    }
     expect(runs[0]!.stderr).toMatch(/REDIS_URL: must start with redis:\/\/ or rediss:\/\//);
     expect(runs[1]!.stderr).toMatch(/DATABASE_URL: must start with postgres:\/\//);
     expect(runs[2]!.stderr).toMatch(/needs --table \(or LEASEHOLD_DYNAMODB_TABLE\)/);

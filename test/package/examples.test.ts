@@ -1,7 +1,8 @@
 // Every example in examples/ is type-checked and run against the real servers of the global setup,
 // so none of them can rot:
-// - node/server.ts: bundled by esbuild (the package from dist/, as npm users get it), two
-//   instances elect one leader that runs the job, and the other takes over after a graceful stop;
+// - node/server.ts: run as its header says, `node server.ts` on Node 24 and `tsx server.ts` on
+//   Node 20 (the package from dist/, as npm users get it), one instance each: they elect one
+//   leader that runs the job, and the other takes over after a graceful stop;
 // - bun/flock.ts: run by Bun twice at once; the two commands run one after the other;
 // - deno/main.ts: `deno check`ed and run twice through its jsr: specifiers: the second skips the hour;
 // - cloudflare/: bundled like wrangler does, run in workerd (Miniflare); two overlapping
@@ -23,6 +24,7 @@ import { createMutex } from "../../src/index.ts";
 import { registerSecret } from "../harness/secrets.ts";
 import { killAll } from "../harness/servers/children.ts";
 import { listenLoopback } from "../harness/servers/listen.ts";
+import { NODE24 } from "../harness/servers/runtimes.ts";
 import { COMPATIBILITY_DATE, scheduled } from "../harness/smoke/run-workerd.ts";
 
 const root = fileURLToPath(new URL("../../", import.meta.url));
@@ -87,16 +89,16 @@ function start(command: string, args: string[], env: Record<string, string> = {}
   };
 }
 
-/** Bundles an example the way its platform's tooling would, with the package from dist/. */
-async function bundle(entry: string, platform: "node" | "neutral"): Promise<string> {
+/** Bundles a Worker the way wrangler would, with the package from dist/. */
+async function bundle(entry: string): Promise<string> {
   const out = await build({
     entryPoints: [`${root}${entry}`],
     bundle: true,
     write: false,
     format: "esm",
-    target: platform === "node" ? "node20" : "es2022",
-    platform,
-    ...(platform === "neutral" ? { conditions: ["workerd", "worker", "browser"] } : {}),
+    target: "es2022",
+    platform: "neutral",
+    conditions: ["workerd", "worker", "browser"],
     logOverride: { "ignored-bare-import": "silent" },
     logLevel: "error",
   });
@@ -119,17 +121,20 @@ async function until<T>(what: string, ms: number, probe: () => Promise<T | undef
 
 describe.concurrent("examples", { timeout: 60_000 }, () => {
   it("node/server.ts: two instances, one runs the job; the other takes over after a graceful stop", async () => {
-    const code = await bundle("examples/node/server.ts", "node");
-    const file = `data:text/javascript;base64,${Buffer.from(code).toString("base64")}`;
-    const instances = ["a", "b"].map((name) =>
-      start(process.execPath, ["--input-type=module", "-e", `import(${JSON.stringify(file)})`], {
-        INSTANCE: `${name}-${run}`,
-        PORT: "0",
-        JOB_EVERY_MS: "100",
-      }),
+    // The two commands of its header: Node 24 strips the types, Node 20 runs it through tsx.
+    const commands: [string, string[]][] = [
+      [`${root}${NODE24}`, ["examples/node/server.ts"]],
+      [`${root}node_modules/.bin/tsx`, ["examples/node/server.ts"]],
+    ];
+    const header = readFileSync(`${root}examples/node/server.ts`, "utf8");
+    expect(header).toContain("PORT=3000 node server.ts");
+    expect(header).toContain("PORT=3000 npx tsx server.ts");
+    const instances = commands.map(([command, args], i) =>
+      start(command, args, { INSTANCE: `${"ab"[i]}-${run}`, PORT: "0", JOB_EVERY_MS: "100" }),
     );
     const urls = await Promise.all(
-      instances.map(async (p) => (await p.waitFor(/listening on (http:\/\/\S+)/))[1]!),
+      // tsx compiles at start: a few seconds on a loaded 2-core machine, hence the wide bound.
+      instances.map(async (p) => (await p.waitFor(/listening on (http:\/\/\S+)/, 30_000))[1]!),
     );
     // Exactly one leader, whose job runs; the follower's never does.
     const leaderIndex = await until("a leader that ran its job twice", 10_000, async () => {
@@ -204,7 +209,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     const reportUrl = `${await listenLoopback(receiver)}/reports`;
     const mf = new Miniflare({
       modules: true,
-      script: await bundle(`examples/cloudflare/${main}`, "neutral"),
+      script: await bundle(`examples/cloudflare/${main}`),
       compatibilityDate: date ?? COMPATIBILITY_DATE,
       bindings: {
         UPSTASH_REDIS_REST_URL: upstash.url,
@@ -275,7 +280,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     registerSecret(token);
     const mf = new Miniflare({
       modules: true,
-      script: await bundle(`${dir}/${main}`, "neutral"),
+      script: await bundle(`${dir}/${main}`),
       compatibilityDate: date ?? COMPATIBILITY_DATE,
       durableObjects: { [binding![1]!]: binding![2]! },
       bindings: { LEASEHOLD_DO_SECRET: token, REBUILD_HOOK: hookUrl, GEOCODER_URL: hookUrl },
@@ -342,7 +347,7 @@ describe.concurrent("examples", { timeout: 60_000 }, () => {
     registerSecret(token);
     const mf = new Miniflare({
       modules: true,
-      script: await bundle(`${dir}/src/worker.ts`, "neutral"),
+      script: await bundle(`${dir}/src/worker.ts`),
       compatibilityDate: toml.match(/^compatibility_date\s*=\s*"([^"]+)"/m)?.[1] ?? COMPATIBILITY_DATE,
       durableObjects: { LOCKS: "LeaseholdLock" },
       bindings: { LEASEHOLD_DO_SECRET: token, REBUILD_HOOK: apiUrl, GEOCODER_URL: apiUrl },

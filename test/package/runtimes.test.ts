@@ -76,6 +76,7 @@ function runSmoke(
   args: string[],
   timeout = 60_000,
   marker = "SMOKE_REPORT",
+  extraEnv: Record<string, string> = {},
 ): Promise<Report> {
   return new Promise((resolve, reject) => {
     const child = spawn(command, args, {
@@ -83,6 +84,7 @@ function runSmoke(
       env: {
         ...process.env,
         ...smokeVars(runtime),
+        ...extraEnv,
         NO_COLOR: "1",
         DENO_NO_UPDATE_CHECK: "1",
         DENO_NO_PROMPT: "1",
@@ -267,6 +269,35 @@ describe("workerd before compatibility date 2024-11-11", () => {
     } finally {
       await mf.dispose();
     }
+  });
+});
+
+describe("Deno without --allow-net", { timeout: 60_000 }, () => {
+  it("acquire fails at once with a non-retryable error naming --allow-net (upstash over fetch, postgres over postgres.js), not retried until its timeout", async () => {
+    // Type-checked, the environment only (postgres.js reads many variables), no --allow-net: Deno
+    // refuses the connections (NotCapable). postgres.js from the repository's node_modules.
+    const args = ["run", "--check", "--no-lock", "--node-modules-dir=manual"];
+    args.push(
+      "--config=test/harness/smoke/deno.json",
+      "--allow-env",
+      "test/harness/smoke/run-deno-no-net.ts",
+    );
+    const report = await runSmoke("deno", DENO, args, 50_000, "NONET_REPORT", {
+      SMOKE_POSTGRES_URL: inject("postgres").url,
+    });
+    for (const backend of ["upstash", "postgres"]) {
+      const run = report[backend] as Record<string, unknown>;
+      expect(run, backend).toMatchObject({ name: "BackendError", code: "ERR_BACKEND", retryable: false });
+      expect(run.message).toMatch(
+        new RegExp(`^\\[leasehold\\] \\[${backend}\\] .*Requires net access to "127\\.0\\.0\\.1:\\d+"`),
+      );
+      expect(run.message).toMatch(/no retry can grant it: run Deno with --allow-net/);
+      // At once, against the acquire's timeout of 60 s: measured under 50 ms (one refused connection).
+      expect(run.ms, backend).toBeLessThan(5_000);
+    }
+    expect(report.printed, "a failure that ends the wait is not also printed").toEqual([]);
+    expect(JSON.stringify(report)).not.toContain(upstash.token);
+    expect(JSON.stringify(report)).not.toContain(inject("postgres").password);
   });
 });
 

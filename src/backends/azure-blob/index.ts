@@ -162,8 +162,10 @@ export function azureBlob(options: AzureBlobOptions): Backend {
   /** Where the next sweep of a name's fire blobs starts listing (the last listing's marker). */
   const sweepFrom = new Map<string, string>();
   /**
-   * The nonce of each completed lease (the last 4 096) whose lease complete could not give back:
-   * the record is written, but the lease would renew until it ends. renew answers false for them.
+   * The nonces of leases this backend gives back on its own, until a release is answered (the
+   * last 4 096): a completed fire's lease, and one acquire was granted and then refused (the blob
+   * holds a record) or failed to fence. Until then the lease is on the blob, and Azure would renew
+   * it or write under it: renew and complete answer false for them.
    */
   const unreleased = new Map<string, string>();
   /** Remembers what a fence step left, in a map of at most 4 096 names. */
@@ -198,8 +200,9 @@ export function azureBlob(options: AzureBlobOptions): Backend {
     return blobState(r, true, counterOf(key) !== key)!;
   }
   /**
-   * Gives back the lease `nonce` of a completed `key` (twice at most, 5 s each, and within
-   * `signal`); until a release is answered, `unreleased` keeps the nonce. Never throws.
+   * Gives back the lease `nonce` on `key` that is no lease to its holder any more (twice at most,
+   * 5 s each, and within `signal`); until a release is answered, `unreleased` keeps the nonce.
+   * Never throws.
    */
   async function giveBack(key: string, path: string, nonce: string, signal?: AbortSignal): Promise<void> {
     remember(unreleased, key, nonce);
@@ -601,8 +604,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
             ? doneOf(state)
             : await (fire ? fireFence : fence)(key, path, nonce, ownerValue, state, signal);
       } finally {
-        if (typeof step !== "number")
-          lease(path, "release", nonce, AbortSignal.timeout(5_000)).catch(() => {});
+        if (typeof step !== "number") void giveBack(key, path, nonce);
       }
       return typeof step === "number" ? { ok: true, token: step } : (step ?? { ok: false });
     },
@@ -611,8 +613,8 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       checkTtl(ttl);
       checkNonce(nonce);
       if (unreleased.get(key) === nonce) {
-        // Its fire is recorded as done: the lease is not renewed, and given back once more.
-        giveBack(key, pathOf(key), nonce);
+        // Not a lease any more (a completed fire's, or a refused grant's): given back once more.
+        void giveBack(key, pathOf(key), nonce);
         return false;
       }
       const r = await lease(pathOf(key), "renew", nonce, signal);
@@ -686,6 +688,7 @@ export function azureBlob(options: AzureBlobOptions): Backend {
       checkNonce(nonce);
       checkRetain(`[${NAME}]`, retain);
       const path = pathOf(key);
+      if (unreleased.get(key) === nonce) return false; // completed already, or never a lease
       const last = fenced.get(key);
       const state = last?.nonce === nonce ? last : await read("complete", key, path, signal);
       if (state === undefined) return false;

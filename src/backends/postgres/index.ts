@@ -32,7 +32,7 @@ import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { counterOf } from "../../slots.ts";
-import { abortableCall, malformed as malformedReply } from "../shared/errors.ts";
+import { abortableCall, malformed as malformedReply, permissionFix } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
 
 /** Any function: the drivers' own signatures are many and overloaded. */
@@ -242,10 +242,12 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
         { backend: NAME, retryable: false, cause: cause(error) },
       );
     }
-    return new BackendError(detail, {
+    // A permission the runtime refused (Deno without --allow-net): no retry can grant it.
+    const fix = permissionFix(error);
+    return new BackendError(fix ? `${detail}: ${fix}` : detail, {
       backend: NAME,
       // No SQLSTATE: the connection failed, closed or timed out, which may work again.
-      retryable: state === undefined || TRANSIENT.test(state),
+      retryable: !fix && (state === undefined || TRANSIENT.test(state)),
       auth,
       cause: cause(error),
     });

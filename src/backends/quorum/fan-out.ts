@@ -1,18 +1,17 @@
 // How a quorum asks its members: one request to each at once, decided by what a quorum of them
 // answers (fanOut), the error when too few could (tooFew), and one step on every member,
-// waiting for each (everyMember, for heal).
+// waiting for each (everyMember, for heal). Every request goes through the quorum's drain (close()).
 import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { linkedSignal, noAnswer, requestSignal } from "../../signals.ts";
 import { timer } from "../../time.ts";
+import type { Drain, Outcome } from "./drain.ts";
 
 export const NAME = "quorum";
 export const WHERE: string = `[${NAME}]`;
 
 /** One member's answer: its value or its error. */
-export type Answer<T> =
-  | { member: number; ok: true; value: T }
-  | { member: number; ok: false; error: unknown };
+export type Answer<T> = { member: number } & Outcome<T>;
 
 /** How a quorum asks its members; see {@link fanOutOver}. */
 export interface FanOut {
@@ -34,12 +33,14 @@ export interface FanOut {
 }
 
 /**
- * The ways of asking `members`, of which `q` decide; `report` hears each member's failure.
+ * The ways of asking `members`, of which `q` decide; `report` hears each member's failure, and
+ * `drain` counts every request (close()).
  */
 export function fanOutOver(
   members: readonly Backend[],
   q: number,
   report: (error: unknown, member: number) => void,
+  drain: Drain,
 ): FanOut {
   const n = members.length;
 
@@ -113,14 +114,12 @@ export function fanOutOver(
       };
       if (signal?.aborted) return onAbort();
       signal?.addEventListener("abort", onAbort, { once: true });
-      for (const member of to) {
-        Promise.resolve()
-          .then(() => send(members[member]!, inner.signal, member))
-          .then(
-            (value) => settle({ member, ok: true, value }),
-            (error: unknown) => settle({ member, ok: false, error }),
-          );
-      }
+      for (const member of to)
+        drain.send(
+          inner.signal,
+          (s) => send(members[member]!, s, member),
+          (outcome) => settle({ member, ...outcome }),
+        );
     });
   }
 
@@ -154,17 +153,22 @@ export function fanOutOver(
     step: (b: Backend, signal: AbortSignal, m: number) => Promise<T>,
   ): Promise<({ ok: true; value: T } | { ok: false })[]> {
     return Promise.all(
-      members.map(async (b, m) => {
-        const bound = requestSignal(NAME, op, timeout, signal);
-        try {
-          return { ok: true as const, value: await step(b, bound.signal, m) };
-        } catch (error) {
-          if (!signal?.aborted) report(error, m);
-          return { ok: false as const };
-        } finally {
-          bound.done();
-        }
-      }),
+      members.map(
+        (b, m) =>
+          new Promise<{ ok: true; value: T } | { ok: false }>((resolve) => {
+            const bound = requestSignal(NAME, op, timeout, signal);
+            drain.send(
+              bound.signal,
+              (s) => step(b, s, m),
+              (outcome) => {
+                bound.done();
+                if (outcome.ok) return resolve(outcome);
+                if (!signal?.aborted) report(outcome.error, m);
+                resolve({ ok: false });
+              },
+            );
+          }),
+      ),
     );
   }
 

@@ -50,8 +50,10 @@
  */
 import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
+import { checkMs, optionsOf } from "../../options.ts";
 import { now } from "../../time.ts";
-import { type Answer, fanOutOver, NAME } from "./fan-out.ts";
+import { drainer } from "./drain.ts";
+import { type Answer, fanOutOver, NAME, WHERE } from "./fan-out.ts";
 import { healerOver, healers } from "./heal.ts";
 import { checkQuorum, type QuorumOptions } from "./options.ts";
 
@@ -111,7 +113,9 @@ interface Held {
  * @returns A backend named `"quorum"` whose ttl range is the intersection of its members'. It has
  *   `complete` (for `runOnce`) when every member has it and their retain ranges overlap (its own
  *   is their intersection): a fire is recorded once q members hold its record, and done for a
- *   late call once more than N − q do (docs/DESIGN.md §17).
+ *   late call once more than N − q do (docs/DESIGN.md §17). Its `close()` waits for the requests
+ *   its operations left running to its slower members: call it after the last release, before
+ *   closing the members' clients (docs/backends/quorum.md, "Shutting down").
  * @throws {TypeError} When `backends` is not an array of at least 3 distinct backends with
  *   `raiseFence`, or an option has the wrong type.
  * @throws {RangeError} When `amnesia` is not an integer from 0 to N − 1, or the members' ttl
@@ -129,7 +133,8 @@ interface Held {
  */
 export function quorum(backends: readonly Backend[], options: QuorumOptions = {}): Backend {
   const { members, n, q, onMemberError, ttlRange, complete, retainRange } = checkQuorum(backends, options);
-  const { fanOut, tooFew, everyMember } = fanOutOver(members, q, report);
+  const drain = drainer();
+  const { fanOut, tooFew, everyMember } = fanOutOver(members, q, report, drain);
   const healNames = healerOver(members, everyMember);
 
   // Requests left behind by a decision run at most one ttl (the last one asked for), after which
@@ -139,16 +144,25 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
     lateMs = Math.min(ttl, STRAGGLER_MS);
     return lateMs;
   };
-  /** Hands a member's failure to onMemberError, which may not throw into the quorum. */
+  /**
+   * Hands a member's failure to onMemberError, which may not throw into the quorum. Once close()'s
+   * bound passed, the requests it aborted are not the members' failures.
+   */
   function report(error: unknown, member: number): void {
+    if (drain.over) return;
     try {
       onMemberError?.(error, member);
     } catch {}
   }
   /** A request nobody waits for: bounded by one ttl, its failure reported. */
-  const background = (member: number, work: (b: Backend, signal: AbortSignal) => Promise<unknown>): void => {
-    work(members[member]!, AbortSignal.timeout(lateMs)).catch((error: unknown) => report(error, member));
-  };
+  const background = (member: number, work: (b: Backend, signal: AbortSignal) => Promise<unknown>): void =>
+    drain.send(
+      AbortSignal.timeout(lateMs),
+      (s) => work(members[member]!, s),
+      (outcome) => {
+        if (!outcome.ok) report(outcome.error, member);
+      },
+    );
   const giveBack = (member: number, key: string, nonce: string): void =>
     background(member, (b, signal) => b.release({ key, nonce, signal }));
   const raiseLate = (member: number, key: string, owner: string, nonce: string, token: number): void =>
@@ -203,7 +217,7 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       return undefined;
     };
 
-  const backend: Backend = {
+  const operations: Backend = {
     name: NAME,
     ...(ttlRange ? { ttlRange } : {}),
 
@@ -425,6 +439,31 @@ export function quorum(backends: readonly Backend[], options: QuorumOptions = {}
       return raised;
     },
   };
-  healers.set(backend, healNames);
+  // Each operation is refused once close() was called, and counted until it settles: close()
+  // waits for it, and for every request it left behind (docs/DESIGN.md §13, "Shutdown").
+  const guarded =
+    <R extends { key: string }, T>(op: string, f: (r: R) => Promise<T>) =>
+    (r: R): Promise<T> =>
+      drain.run(op, r.key, () => f(r));
+  const { complete: completeFire, raiseFence } = operations;
+  const backend: Backend = {
+    ...operations,
+    acquire: guarded("acquire", operations.acquire),
+    renew: guarded("renew", operations.renew),
+    release: guarded("release", operations.release),
+    inspect: guarded("inspect", operations.inspect),
+    ...(completeFire ? { complete: guarded("complete", completeFire) } : {}),
+    raiseFence: guarded("raise fence", raiseFence!),
+    async close(options) {
+      const { timeout = STRAGGLER_MS } = optionsOf(`${WHERE} close`, options);
+      checkMs(`${WHERE} close`, "timeout", timeout);
+      const t = now();
+      await drain.close(timeout);
+      // Then the members that have requests of their own (a quorum inside a quorum), in what is left.
+      const left = Math.max(0, timeout - (now() - t));
+      await Promise.all(members.map((m) => m.close?.({ timeout: left })));
+    },
+  };
+  healers.set(backend, (...args) => drain.run("heal", undefined, () => healNames(...args)));
   return backend;
 }

@@ -1,6 +1,6 @@
 /**
- * The Redis backend over the client you already have: ioredis (`Redis` and `Cluster`), node-redis
- * v4/v5 (`createClient`, `createCluster`), Bun's built-in `RedisClient` (`Bun.redis`) and
+ * The Redis backend over the client you already have: ioredis 5 and 6 (`Redis` and `Cluster`),
+ * node-redis v4 to v6 (`createClient`, `createCluster`), Bun's built-in `RedisClient` (`Bun.redis`) and
  * `@upstash/redis`, recognised by their methods; leasehold imports none of them.
  *
  * The same Lua scripts, key layout and token checks as `leasehold/upstash` (one shared module):
@@ -22,7 +22,7 @@
  *
  * @example With ioredis
  * ```ts
- * import Redis from "ioredis";
+ * import { Redis } from "ioredis"; // the named export: a default import is no class under NodeNext
  * import { createMutex } from "leasehold";
  * import { redis } from "leasehold/redis";
  *
@@ -35,7 +35,7 @@
 import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
-import { abortableCall, malformed, REDIS_TRANSIENT } from "../shared/errors.ts";
+import { abortableCall, malformed, permissionFix, REDIS_TRANSIENT } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
 import { INSPECT } from "../shared/redis-lua.ts";
 import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
@@ -48,7 +48,7 @@ export type Method = (...args: never) => unknown;
 /**
  * The clients {@link redis} accepts, by the methods it uses:
  * - ioredis `Redis` or `Cluster`: `evalsha`, `eval` and `call`;
- * - node-redis v4/v5 client or cluster: `evalSha`, `eval` and `sendCommand`;
+ * - node-redis v4 to v6 client or cluster: `evalSha`, `eval` and `sendCommand`;
  * - Bun's `RedisClient`: `send`;
  * - `@upstash/redis` `Redis`: `evalsha` and `eval`.
  */
@@ -174,10 +174,13 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     const message = clean(error instanceof Error ? error.message : String(error));
     const reply = REPLY.test(message);
     const auth = AUTH.test(message);
-    return new BackendError(message || "the client failed without a message", {
+    // A permission the runtime refused (Deno without --allow-net): no retry can grant it.
+    const fix = permissionFix(error);
+    const text = message || "the client failed without a message";
+    return new BackendError(fix ? `${text}: ${fix}` : text, {
       backend: NAME,
       // A connection that failed, closed or timed out may work again; a refused command will not.
-      retryable: !auth && (!reply || REDIS_TRANSIENT.test(message)),
+      retryable: !fix && !auth && (!reply || REDIS_TRANSIENT.test(message)),
       auth,
       cause: cause(error),
     });

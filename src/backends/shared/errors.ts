@@ -1,5 +1,6 @@
 // The error mapping the backends share, one helper per kind of failure: a reply of an unexpected
-// shape, a Redis error reply worth another try, and a client call given up on at an abort.
+// shape, a Redis error reply worth another try, a permission the runtime refused, and a client
+// call given up on at an abort.
 import { BackendError } from "../../errors.ts";
 import { abortable } from "../../signals.ts";
 
@@ -28,6 +29,25 @@ export function malformed(
  * succeed (a failover, a resharding, a busy script).
  */
 export const REDIS_TRANSIENT: RegExp = /^(LOADING|BUSY|TRYAGAIN|MASTERDOWN|CLUSTERDOWN|READONLY|MOVED|ASK)\b/;
+
+/** The names of a runtime's refused permission: Deno 2's `NotCapable`, Deno 1's `PermissionDenied`. */
+const PERMISSION = new Set(["NotCapable", "PermissionDenied"]);
+
+/**
+ * When `error` (or one of its causes, 4 deep) is the runtime refusing a permission (Deno run
+ * without `--allow-net`), the fix to name: no retry can grant it, so it must not be retried.
+ * `undefined` for any other error.
+ */
+export function permissionFix(error: unknown): string | undefined {
+  for (let e = error, depth = 0; e instanceof Error && depth <= 4; e = e.cause, depth++) {
+    if (!PERMISSION.has(e.name)) continue;
+    // Deno names the flag ("run again with the --allow-net flag"); net is what backends need.
+    const flag = /--allow-[a-z-]+/.exec(e.message)?.[0] ?? "--allow-net";
+    const only = flag === "--allow-net" ? ` (or ${flag}=<host> for this host only)` : "";
+    return `a permission of the runtime is missing, and no retry can grant it: run Deno with ${flag}${only}`;
+  }
+  return undefined;
+}
 
 /**
  * Waits for a call already sent through a client the user passes (redis, postgres), or until

@@ -1,6 +1,7 @@
 // Shared by the HTTP backends: one request, mapped to BackendError with secrets removed.
 import type { FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
+import { permissionFix } from "./errors.ts";
 import { redact, scrub } from "./redact.ts";
 
 /**
@@ -75,8 +76,9 @@ const refusedCache = new WeakSet<FetchLike>();
  * framework's patched `fetch`, such as Next.js', may otherwise answer a renewal from its cache)
  * and `redirect: "manual"` (a redirect is an error, never followed: another server's answer is
  * not the lock's). Abort rethrows `signal.reason`; a network failure, a body cut short or longer
- * than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a redirect a
- * non-retryable one; no message or cause carries a secret.
+ * than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a redirect or a permission
+ * the runtime refused (Deno without `--allow-net`) a non-retryable one naming the fix; no message
+ * or cause carries a secret.
  */
 export async function send(
   backend: string,
@@ -117,7 +119,13 @@ export async function send(
     const auth = headers.authorization ?? headers.Authorization;
     const hidden = auth ? [...secrets, auth, ...auth.split(/[\s:]+/).filter((p) => p.length >= 16)] : secrets;
     const cause = scrub(error, hidden);
-    throw new BackendError(`request failed: ${cause.message}`, { backend, retryable: true, cause });
+    // A permission the runtime refused (Deno without --allow-net) fails at once, naming the fix.
+    const fix = permissionFix(cause);
+    throw new BackendError(`request failed: ${cause.message}${fix ? `: ${fix}` : ""}`, {
+      backend,
+      retryable: fix === undefined,
+      cause,
+    });
   }
   if (body === undefined) {
     throw new BackendError(

@@ -1463,6 +1463,50 @@ describe("azure-blob: a fire's record (complete, for runOnce)", () => {
     });
   });
 
+  it("a grant acquire gives back in the background (a record's, on the runner's own nonce) cannot be renewed or completed before the release lands", async () => {
+    const container = await newContainer();
+    // A fault Azurite cannot make on demand: lease releases held back until the test lets them go.
+    let hold = false;
+    const held: (() => void)[] = [];
+    const b = keyed(container, {
+      fetch: async (url, init) => {
+        if (hold && init.headers["x-ms-lease-action"] === "release")
+          await new Promise<void>((resolve) => held.push(resolve));
+        return fetch(url, init);
+      },
+    });
+    const id = nonce();
+    expect(await b.acquire({ key: "plain", owner: "runner", nonce: id, ttl })).toEqual({
+      ok: true,
+      token: 1,
+    });
+    expect(await b.complete!({ key: "plain", nonce: id, retain: 60_000 })).toBe(true);
+    hold = true;
+    // The runner's acquire, retried with its nonce: the lease is granted (the blob is free), the
+    // blob holds the record, so it answers done and gives the lease back, not yet released.
+    expect(await b.acquire({ key: "plain", owner: "runner", nonce: id, ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 1 },
+    });
+    await vi.waitFor(() => expect(held.length).toBe(1));
+    expect((await sdk.getContainerClient(container).getBlobClient("plain").getProperties()).leaseState).toBe(
+      "leased",
+    );
+    expect(await b.renew({ key: "plain", nonce: id, ttl })).toBe(false);
+    expect(await b.complete!({ key: "plain", nonce: id, retain: 60_000 })).toBe(false);
+    hold = false;
+    for (const go of held.splice(0)) go();
+    await vi.waitFor(async () =>
+      expect(
+        (await sdk.getContainerClient(container).getBlobClient("plain").getProperties()).leaseState,
+      ).toBe("available"),
+    );
+    expect(await b.acquire({ key: "plain", owner: "late", nonce: nonce(), ttl })).toEqual({
+      ok: false,
+      done: { owner: "runner", token: 1 },
+    });
+  });
+
   it("complete refuses a retain outside 1 … 2 147 483 647 ms or a nonce that is no GUID, before sending anything", async () => {
     const c = counting();
     const b = keyed("locks", { fetch: c.fetch });

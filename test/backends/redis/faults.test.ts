@@ -1,8 +1,11 @@
 // The redis backend against faults of a real redis-server of this file's own (so restarting it
 // disturbs no other file): the server restarted mid-lease, a wrong password, an unknown script
-// (SCRIPT FLUSH), a closed client; and what it refuses to accept as a client.
-import IORedis from "ioredis";
+// (SCRIPT FLUSH), a closed client; and what it refuses to accept as a client. ioredis and
+// node-redis in both majors (5 and 6, the npm aliases "ioredis6" and "redis6").
+import { Redis as IORedis } from "ioredis";
+import { Redis as IORedis6 } from "ioredis6";
 import { createClient } from "redis";
+import { createClient as createClient6 } from "redis6";
 import { afterAll, afterEach, beforeAll, describe, expect, inject, it } from "vitest";
 import { type FenceHealed, type RedisClientLike, redis } from "../../../src/backends/redis/index.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
@@ -32,20 +35,34 @@ afterEach(async () => {
   await Promise.all(closers.splice(0).map((c) => c()));
 });
 
-const clients = {
-  ioredis: async (password = PASSWORD) => {
-    const c = new IORedis({ host: "127.0.0.1", port, password, maxRetriesPerRequest: 1 });
+/** A TCP client of either major: its reconnect errors are silenced in these tests. */
+interface ErrorEmitter {
+  on(event: "error", listener: () => void): unknown;
+}
+const ioredis =
+  <C extends ErrorEmitter & { disconnect(): void }>(make: (password: string) => C) =>
+  async (password = PASSWORD) => {
+    const c = make(password);
     c.on("error", () => {}); // reconnect noise while the server is down
     closers.push(() => c.disconnect());
     return c;
-  },
-  "node-redis": async (password = PASSWORD) => {
-    const c = createClient({ url: `redis://:${password}@127.0.0.1:${port}`, disableOfflineQueue: false });
+  };
+const nodeRedis =
+  <C extends ErrorEmitter & { connect(): Promise<unknown>; destroy(): void }>(make: (url: string) => C) =>
+  async (password = PASSWORD) => {
+    const c = make(`redis://:${password}@127.0.0.1:${port}`);
     c.on("error", () => {});
     await c.connect();
     closers.push(() => c.destroy());
     return c;
-  },
+  };
+const clients = {
+  ioredis: ioredis((password) => new IORedis({ host: "127.0.0.1", port, password, maxRetriesPerRequest: 1 })),
+  "ioredis 6": ioredis(
+    (password) => new IORedis6({ host: "127.0.0.1", port, password, maxRetriesPerRequest: 1 }),
+  ),
+  "node-redis": nodeRedis((url) => createClient({ url, disableOfflineQueue: false })),
+  "node-redis 6": nodeRedis((url) => createClient6({ url, disableOfflineQueue: false })),
 };
 
 describe.each(Object.entries(clients))("%s", (_label, make) => {
@@ -96,7 +113,7 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
         return fn(...a);
       };
     let counted: object;
-    if (c instanceof IORedis) {
+    if (c instanceof IORedis || c instanceof IORedis6) {
       counted = {
         call: c.call.bind(c),
         eval: count("eval", (s: string, n: number, ...rest: string[]) => c.eval(s, n, ...rest)),
@@ -130,21 +147,24 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
 });
 
 describe("clients", () => {
-  it("ioredis with a wrong password: an ERR_BACKEND_AUTH error at once, without the password", async () => {
-    // (node-redis and Bun do not hand over a client whose AUTH failed: connect() does not resolve.)
-    const c = await clients.ioredis(WRONG);
-    const started = Date.now();
-    const error = await createMutex(redis(c), { name: "wrong-password", ttl: 1_000 })
-      .acquire({ timeout: 10_000 })
-      .then(
-        () => null,
-        (e: unknown) => e,
-      );
-    expect(Date.now() - started).toBeLessThan(2_000); // not retried until the timeout
-    expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND_AUTH", retryable: false });
-    expect((error as Error).message).toMatch(/\[redis\] WRONGPASS/);
-    expect(JSON.stringify(error) + String(error) + String((error as Error).cause)).not.toContain(WRONG);
-  });
+  it.each(["ioredis", "ioredis 6"] as const)(
+    "%s with a wrong password: an ERR_BACKEND_AUTH error at once, without the password",
+    async (label) => {
+      // (node-redis and Bun do not hand over a client whose AUTH failed: connect() does not resolve.)
+      const c = await clients[label](WRONG);
+      const started = Date.now();
+      const error = await createMutex(redis(c), { name: "wrong-password", ttl: 1_000 })
+        .acquire({ timeout: 10_000 })
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
+      expect(Date.now() - started).toBeLessThan(2_000); // not retried until the timeout
+      expect(error).toMatchObject({ name: "BackendError", code: "ERR_BACKEND_AUTH", retryable: false });
+      expect((error as Error).message).toMatch(/\[redis\] WRONGPASS/);
+      expect(JSON.stringify(error) + String(error) + String((error as Error).cause)).not.toContain(WRONG);
+    },
+  );
 
   it("an error quoting a connection URL shows no password", async () => {
     const secret = `url-secret-${crypto.randomUUID()}`;

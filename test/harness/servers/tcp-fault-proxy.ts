@@ -54,10 +54,15 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
       client.resetAndDestroy();
       upstream.resetAndDestroy();
     };
-    client.on("close", () => upstream.destroy());
-    upstream.on("close", () => client.destroy());
+    // A side's close reaches the other after the data it sent before (held by a delay or a
+    // partition), as a FIN follows the data on a network: a server's answer to QUIT arrives.
     const pipe = (from: Socket, to: Socket) => {
       let chain = Promise.resolve();
+      from.on("close", () => {
+        chain = chain.then(() => {
+          to.destroy();
+        });
+      });
       from.on("data", (chunk: Buffer) => {
         let delay = 0;
         const f = faults;
