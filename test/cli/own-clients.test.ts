@@ -110,7 +110,10 @@ describe("leasehold's PostgreSQL client: a server that closes or never answers",
       cli(["exec", "--name", unique("pg"), "--", "echo", "RAN"], { env: pgEnv(closing) }),
       cli(["status", "--name", "x"], { env: pgEnv(silent) }),
       cli(["exec", "--name", unique("pg"), "--", "echo", "RAN"], { env: pgEnv(silent) }),
-      cli(["status", "--name", "x"], { env: pgEnv(silent, "?connect_timeout=2") }),
+      // exec: status gives up after its own 3 s bound (max(ttl/5, 1 s)), before connect_timeout.
+      cli(["exec", "--name", unique("pg"), "--", "echo", "RAN"], {
+        env: pgEnv(silent, "?connect_timeout=2"),
+      }),
     ];
     const fast = await runs[4]!.status;
     expect(fast, runs[4]!.stderr).toBe(69);
@@ -123,8 +126,8 @@ describe("leasehold's PostgreSQL client: a server that closes or never answers",
     // A close, or a reset when the SSLRequest reached the closing socket first.
     for (const x of runs.slice(0, 2))
       expect(x.stderr).toMatch(/connection to 127\.0\.0\.1:\d+ closed|127\.0\.0\.1:\d+: read ECONNRESET/);
-    for (const x of runs.slice(2, 4))
-      expect(x.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 10000 ms \(connect_timeout\)/);
+    expect(runs[2]!.stderr).toMatch(/\[postgres\] inspect got no answer within 3000 ms/);
+    expect(runs[3]!.stderr).toMatch(/no answer from 127\.0\.0\.1:\d+ within 10000 ms \(connect_timeout\)/);
   }, 40_000);
 
   it("exec --wait against a server that closes at once gives up at --timeout with 69", async () => {

@@ -274,11 +274,13 @@ export async function runInvariant(o: InvariantRun) {
     const stale = writes.filter((w) => w.signalAbortedAtIssue);
     const rejectedLive = live.filter((w) => !w.accepted);
     expect(rejectedLive, "fenced writes rejected while the writer's signal was unaborted").toEqual([]);
-    // Every live write lies inside its own lease's interval.
+    // Every live write lies inside its own lease's interval. Its end may be the deadline the
+    // worker estimated from Date.now() and expiresAt (whole ms each), while `valid` reads the
+    // monotonic clock: 2 ms of slack for that rounding (a run saw a write 0.026 ms past it).
     for (const w of live) {
       const lease = leases.get(keyOf(w))!;
       expect(w.issued!).toBeGreaterThanOrEqual(lease.from);
-      expect(w.issued!).toBeLessThanOrEqual(lease.to!);
+      expect(w.issued!).toBeLessThanOrEqual(lease.to! + 2);
     }
     expect(lines.filter((l) => l.ev === "writeError")).toEqual([]);
     // No write was accepted with a token below one that was accepted before it was issued (per

@@ -254,10 +254,15 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   }
 
   // With createTable, the first operation creates the table; a failure is tried again next time.
+  // Instances started together race: PostgreSQL's CREATE TABLE IF NOT EXISTS is not safe against
+  // a concurrent one: the loser gets a unique violation on the catalog (23505, raised only once
+  // the winner committed), 42P07 (the table) or 42710 (its row type exists): the table is there.
   let created: Promise<unknown> | undefined;
   async function run(text: string, params: string[]): Promise<Rows> {
     if (createTable) {
       created ??= query(sql.create, []).catch((error) => {
+        const state = sqlState(error);
+        if (state === "23505" || state === "42P07" || state === "42710") return;
         created = undefined;
         throw error;
       });

@@ -122,6 +122,28 @@ describe("errors", () => {
     expect(rows[0].t).toBeNull();
   });
 
+  it("createTable on instances started together: every one acquires (the losers of CREATE TABLE IF NOT EXISTS's race are not failed)", async () => {
+    // A CI run lost an acquire to 23505 on pg_type_typname_nsp_index: four processes created one
+    // table at once. Here 12 connections of their own create a fresh table at once, 5 times.
+    for (let round = 0; round < 5; round++) {
+      const table = `race_${crypto.randomUUID().slice(0, 8)}`;
+      const clients = Array.from({ length: 12 }, () => pool());
+      closers.unshift(() => clients[0]!.query(`DROP TABLE IF EXISTS "${table}"`));
+      await Promise.all(clients.map((c) => c.query("SELECT 1"))); // connected, so they race
+      const results = await Promise.all(
+        clients.map((c, i) =>
+          postgres(c, { table, createTable: true }).acquire({
+            key: `k${i}`,
+            owner: "o",
+            nonce: crypto.randomUUID(),
+            ttl: 10_000,
+          }),
+        ),
+      );
+      expect(results.every((r) => r.ok)).toBe(true);
+    }
+  });
+
   it("schema and table are quoted: an upper-case table in its own schema works", async () => {
     const client = pool();
     const schema = `s_${crypto.randomUUID().slice(0, 8)}`;
