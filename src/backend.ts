@@ -27,6 +27,12 @@ export interface AcquireRequest extends KeyRequest {
   ttl: number;
   /** {@link ObservedExpiry}: the holder's version the core saw unchanged long enough. */
   takeover?: string;
+  /**
+   * {@link SharedLocks}: the waiting `acquire()` call this attempt belongs to (one id for all its
+   * attempts). Refused, the backend marks a writer waiting under it for `ttl` ms; granted, it
+   * removes that mark. A backend without `acquireShared` ignores it.
+   */
+  waiter?: string;
 }
 
 /** A granted acquire: the lease's fencing token. */
@@ -89,6 +95,11 @@ export interface HolderInfo extends QueuedHolderInfo {
   ttlLeft?: number;
   /** {@link FireRecord}: the key holds the record of a completed fire, not a lease (`ttlLeft`: of the record). */
   done?: boolean;
+  /**
+   * {@link SharedLocks}: the key is held in shared mode by this many live shared leases; the holder
+   * reported (owner, token, ttlLeft) is the newest of them.
+   */
+  readers?: number;
 }
 
 /** The methods every backend has. */
@@ -287,6 +298,29 @@ export interface FireRecord {
   complete?(r: CompleteRequest): Promise<boolean>;
 }
 
+/**
+ * Optional capability: shared (reader) leases beside the exclusive ones (docs/DESIGN.md §18). Its
+ * three methods come together; their presence is the capability (`typeof backend.acquireShared ===
+ * "function"`), and a mutex refuses `mode: "shared"` on a backend without them.
+ */
+export interface SharedLocks {
+  /**
+   * Optional: takes a shared lease on `key` for `ttl` ms under `nonce` when no exclusive lease is
+   * live there and no writer is marked waiting (an {@link AcquireRequest.waiter} of a refused
+   * `acquire` within its ttl); any number of shared leases hold at once. Answers a token drawn
+   * from the same fence counter as `acquire` (`counterOf(key)`), so tokens strictly increase
+   * across both modes; refused, `ok: false` with `retryAfter` the exclusive holder's time left
+   * when known. On a backend with it, `acquire` is refused while any shared lease is live, a
+   * refused `acquire` with a `waiter` marks that writer waiting for its `ttl`, a granted one
+   * removes its mark, and `release` with a waiter's id as `nonce` removes that mark. One request.
+   */
+  acquireShared?(r: AcquireRequest): Promise<AcquireResult>;
+  /** Optional, with `acquireShared`: extends the shared lease of `nonce` to `ttl` ms from now; `false` when it has none. */
+  renewShared?(r: RenewRequest): Promise<boolean>;
+  /** Optional, with `acquireShared`: frees the shared lease of `nonce`; does nothing when it has none. */
+  releaseShared?(r: ReleaseRequest): Promise<void>;
+}
+
 /** Options of {@link Close.close}. */
 export interface CloseOptions {
   /** The longest to wait for the work in flight, in ms (a finite number ≥ 0); the backend says its default. */
@@ -318,10 +352,21 @@ export interface Backend
     AcquireAny,
     RaiseFence,
     FireRecord,
+    SharedLocks,
     Close {}
 
 /** The optional methods, each a function when present. */
-const OPTIONAL = ["acquireQueued", "acquireAny", "releaseAny", "raiseFence", "complete", "close"] as const;
+const OPTIONAL = [
+  "acquireQueued",
+  "acquireAny",
+  "releaseAny",
+  "raiseFence",
+  "complete",
+  "acquireShared",
+  "renewShared",
+  "releaseShared",
+  "close",
+] as const;
 
 /**
  * Throws a TypeError from `where` (such as `"createMutex:"`) unless `backend` has the shape of a

@@ -129,6 +129,8 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
     const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
     const request: AcquireRequest = { key, owner, nonce, ttl, signal: bounded.signal };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
+    // The waiting call's id: a place in line (§4.7), or a writer's waiting mark (§18).
+    if (queue) request.waiter = queue.waiter;
     const tSend = now();
     let result: Awaited<ReturnType<Backend["acquire"]>>;
     try {
@@ -228,7 +230,8 @@ export function failureReporter(
  * acquire(): attempts until one gets a lease, with jittered backoff (never longer than a
  * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
  * §4.7). `what` names the lock in the timeout's message; `queued`: whether to wait in line on a
- * backend with `acquireQueued`. @internal
+ * backend with `acquireQueued`, or as a writer marked waiting on one with `acquireShared` (§18;
+ * `what` is then the lock's key, whose mark a give-up removes). @internal
  */
 export async function waitFor<L extends Lease>(
   o: Core,
@@ -268,7 +271,10 @@ export async function waitFor<L extends Lease>(
   const outer = timeout ? linkedSignal([signal], end - now(), timedOut) : undefined;
   const bound = outer ? outer.signal : signal;
   // One place in line for every attempt of this call, on a backend that queues waiters.
-  const waiter = queued && backend.acquireQueued && timeout !== 0 ? crypto.randomUUID() : undefined;
+  const waiter =
+    queued && (backend.acquireQueued || backend.acquireShared) && timeout !== 0
+      ? crypto.randomUUID()
+      : undefined;
   try {
     for (let failures = 0; ; failures++) {
       let wait = waitDelay(failures, retryDelay);
@@ -298,6 +304,8 @@ export async function waitFor<L extends Lease>(
       await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {
+    // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
+    if (waiter && backend.acquireShared) releaseInBackground(o, what, waiter);
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;
   } finally {

@@ -36,6 +36,7 @@ export type {
   ReleaseAnyRequest,
   ReleaseRequest,
   RenewRequest,
+  SharedLocks,
 } from "./backend.ts";
 export {
   createElection,
@@ -69,4 +70,4 @@ export {
  * leases of `key` draw their tokens from, the mutex's name for a fire's key (docs/DESIGN.md §17).
  */
 export { counterOf } from "./slots.ts";
-export type { AcquireOptions, MutexOptions } from "./types.ts";
+export type { AcquireOptions, LockMode, ModeOption, MutexAcquireOptions, MutexOptions } from "./types.ts";

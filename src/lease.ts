@@ -5,15 +5,22 @@ import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { NEVER, now, timer } from "./time.ts";
 import { quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
+import type { LockMode } from "./types.ts";
 
 /**
  * A held lock. Dispose it with `await using`, or call {@link Lease.release}. While `signal` is
  * not aborted, no other lease on the same name has an unaborted signal (see docs/guarantees.md,
- * THREATS.md); stop touching the guarded resource as soon as it aborts.
+ * THREATS.md), except shared leases beside a shared lease (`mode`, docs/DESIGN.md §18); stop
+ * touching the guarded resource as soon as it aborts.
  */
 export interface Lease extends AsyncDisposable {
   /** The lock name. */
   readonly name: string;
+  /**
+   * `"exclusive"` (the default): no other live lease on the name. `"shared"`: other shared leases
+   * may be live beside it, never an exclusive one (docs/DESIGN.md §18).
+   */
+  readonly mode: LockMode;
   /** The owner shown by `holder()`. */
   readonly owner: string;
   /** Fencing token: strictly increasing per name, across holders. Pass it to fenced writes. */
@@ -58,6 +65,8 @@ export interface LeaseInit {
   renew: boolean;
   /** Reports the lease's events (renewed, renew-failed, lost, released); absent without an observer. */
   emit?: Emit | undefined;
+  /** `"shared"` for a shared lease (its backend is then the view whose methods are the shared ones). */
+  mode?: "shared" | undefined;
 }
 
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
@@ -248,6 +257,7 @@ export function createLease(
 
   return {
     name: key,
+    mode: init.mode ?? "exclusive",
     owner: init.owner,
     token,
     get signal() {

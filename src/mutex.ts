@@ -1,10 +1,19 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder; a face over the engine (engine.ts),
 // as createSemaphore is. Leader election is election.ts, over a Mutex.
 import type { Backend } from "./backend.ts";
-import { core, inspectKey, isLease, keyAttempt, observe, runWith, waitFor } from "./engine.ts";
+import {
+  type AttemptFn,
+  core,
+  inspectKey,
+  isLease,
+  keyAttempt,
+  observe,
+  runWith,
+  waitFor,
+} from "./engine.ts";
 import type { Lease } from "./lease.ts";
-import { checkSignal, cores, optionsOf } from "./options.ts";
-import type { AcquireOptions, MutexOptions } from "./types.ts";
+import { type Core, check, checkSignal, cores, kind, optionsOf } from "./options.ts";
+import type { ModeOption, MutexAcquireOptions, MutexOptions } from "./types.ts";
 
 /**
  * A distributed mutex on one lock name. Create it with {@link createMutex}; elect a leader on it
@@ -20,9 +29,10 @@ export interface Mutex {
   /**
    * One attempt: resolves a {@link Lease}, or `null` when someone else holds the lock (`await using`
    * accepts null). Rejects with a {@link BackendError} when the backend fails or does not answer
-   * within the ttl, and with `signal.reason` when aborted.
+   * within the ttl, and with `signal.reason` when aborted. `mode: "shared"` takes a shared lease
+   * ({@link ModeOption}); it never waits, so it leaves no writer waiting.
    */
-  tryAcquire(options?: { signal?: AbortSignal }): Promise<Lease | null>;
+  tryAcquire(options?: { signal?: AbortSignal } & ModeOption): Promise<Lease | null>;
   /**
    * Waits until the lock is free and takes it. Retries with jittered backoff (≤ `retryDelay`,
    * never longer than the holder's remaining time when the backend reports it), also through
@@ -30,14 +40,18 @@ export interface Mutex {
    * first at once, then at most every 30 s). Rejects with a {@link LockTimeoutError} after
    * `timeout` (its `cause` the backend's last failure, if any), with `signal.reason` on abort,
    * and with a non-retryable {@link BackendError} at once (refused credentials, a permission the
-   * runtime refused).
+   * runtime refused). `mode: "shared"` takes a shared lease ({@link ModeOption}); an exclusive
+   * acquire that waits makes new shared requests wait behind it (docs/DESIGN.md §18).
    */
-  acquire(options?: AcquireOptions): Promise<Lease>;
+  acquire(options?: MutexAcquireOptions): Promise<Lease>;
   /**
-   * Acquires, runs `fn` with the lease's signal, releases in `finally`, and returns `fn`'s
-   * value. When `fn` throws, rejects with that error, never with a release error.
+   * Acquires (in `options.mode`), runs `fn` with the lease's signal, releases in `finally`, and
+   * returns `fn`'s value. When `fn` throws, rejects with that error, never with a release error.
    */
-  run<T>(fn: (signal: AbortSignal, lease: Lease) => T | Promise<T>, options?: AcquireOptions): Promise<T>;
+  run<T>(
+    fn: (signal: AbortSignal, lease: Lease) => T | Promise<T>,
+    options?: MutexAcquireOptions,
+  ): Promise<T>;
   /**
    * The current holder's owner and token, or null. Advisory: it may change right after. Rejects
    * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
@@ -69,7 +83,30 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   const o = core(backend, options);
   const { name, ttl, owner } = o;
   const acquireOnce = observe(o, keyAttempt(o, name));
-  const acquire = (options?: AcquireOptions): Promise<Lease> => waitFor(o, name, options, acquireOnce, true);
+  // The shared attempts, made at the first shared call: the engine over the shared view (§18).
+  let sharedOnce: AttemptFn | undefined;
+  /** The attempt of `mode`, checked: the exclusive one, or the shared one on a backend that can. */
+  const attemptOf = (where: string, mode: unknown): AttemptFn => {
+    if (mode === undefined || mode === "exclusive") return acquireOnce;
+    if (mode !== "shared") {
+      const got = typeof mode === "string" ? JSON.stringify(mode) : kind(mode);
+      check(
+        false,
+        `${where}:`,
+        `mode must be "shared" or "exclusive", got ${got}`,
+        typeof mode === "string" ? RangeError : TypeError,
+      );
+    }
+    if (sharedOnce) return sharedOnce;
+    const so = sharedCore(o, where);
+    sharedOnce = observe(so, keyAttempt(so, name));
+    return sharedOnce;
+  };
+  const acquire = async (options?: MutexAcquireOptions): Promise<Lease> => {
+    const attempt = attemptOf("acquire", optionsOf("acquire", options).mode); // a rejection, not a throw
+    // A reader never marks a writer waiting: only the exclusive attempts are `queued`.
+    return waitFor(o, name, options, attempt, attempt === acquireOnce);
+  };
 
   const holder: Mutex["holder"] = async (options) => {
     const { signal } = optionsOf("holder", options);
@@ -82,10 +119,11 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     ttl,
     owner,
     async tryAcquire(options) {
-      const { signal } = optionsOf("tryAcquire", options);
+      const { signal, mode } = optionsOf("tryAcquire", options);
       checkSignal("tryAcquire", signal);
+      const attempt = attemptOf("tryAcquire", mode);
       signal?.throwIfAborted();
-      const result = await acquireOnce(signal);
+      const result = await attempt(signal);
       return isLease(result) ? result : null;
     },
     acquire,
@@ -94,4 +132,30 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   };
   cores.set(mutex, o);
   return mutex;
+}
+
+/**
+ * The mutex's checked options over the shared view of its backend: a lease made with them takes,
+ * renews and releases with `acquireShared`, `renewShared` and `releaseShared` (docs/DESIGN.md §18).
+ * A TypeError from `where` naming the backend when it has not the three.
+ */
+function sharedCore(o: Core, where: string): Core {
+  const b = o.backend;
+  const { acquireShared, renewShared, releaseShared } = b;
+  check(
+    typeof acquireShared === "function" &&
+      typeof renewShared === "function" &&
+      typeof releaseShared === "function",
+    `${where}:`,
+    `the ${b.name} backend cannot hold shared leases (it lacks acquireShared, renewShared or releaseShared); mode "shared" needs one that can`,
+  );
+  const view: Backend = {
+    name: b.name,
+    ...(b.expiry ? { expiry: b.expiry } : {}),
+    acquire: (r) => acquireShared.call(b, r),
+    renew: (r) => renewShared.call(b, r),
+    release: (r) => releaseShared.call(b, r),
+    inspect: (r) => b.inspect(r),
+  };
+  return { ...o, backend: view, mode: "shared" };
 }

@@ -62,7 +62,7 @@ export interface CheckedMutexOptions {
 }
 
 /** A mutex's or semaphore's checked options, with its backend, guard and event emitter. @internal */
-export type Core = CheckedMutexOptions & { emit?: Emit | undefined };
+export type Core = CheckedMutexOptions & { emit?: Emit | undefined; mode?: "shared" | undefined };
 
 /**
  * The checked options behind each Mutex that createMutex made (it records them there), for

@@ -146,6 +146,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
 
   const permitOf = (lease: Lease, slot: number): Permit => ({
     name,
+    mode: "exclusive",
     slot,
     owner: lease.owner,
     token: lease.token,

@@ -44,7 +44,7 @@ export interface MutexOptions {
   onEvent?: (event: LockEvent) => void;
 }
 
-/** Options of {@link Mutex.acquire} and {@link Mutex.run}. */
+/** Options of `acquire` and `run`: a mutex's ({@link MutexAcquireOptions} adds the mode) and a semaphore's. */
 export interface AcquireOptions {
   /** Aborts the wait; `acquire` then rejects with `signal.reason`. */
   signal?: AbortSignal;
@@ -67,3 +67,20 @@ export interface AcquireOptions {
    */
   onError?: (error: unknown) => void;
 }
+
+/** A lease's mode: `"exclusive"` (one lease per name) or `"shared"` (readers beside readers; docs/DESIGN.md §18). */
+export type LockMode = "shared" | "exclusive";
+
+/** The mode option of a mutex's `acquire`, `tryAcquire` and `run`. */
+export interface ModeOption {
+  /**
+   * `"exclusive"` (the default) or `"shared"`: any number of shared leases, or one exclusive
+   * lease, per name at any instant. Once an exclusive `acquire` waits, new shared requests wait
+   * behind it. `"shared"` needs a backend that can hold shared leases (memory so far); another
+   * refuses it at the call with a TypeError naming the backend (docs/DESIGN.md §18).
+   */
+  mode?: LockMode;
+}
+
+/** Options of {@link Mutex.acquire} and {@link Mutex.run}: {@link AcquireOptions} and the mode. */
+export interface MutexAcquireOptions extends AcquireOptions, ModeOption {}

@@ -32,6 +32,7 @@ import { mutexChecks } from "./mutex.ts";
 import { onceChecks } from "./once.ts";
 import { semaphoreChecks } from "./semaphore.ts";
 import type { ConformanceCheck, ConformanceOptions, Runner } from "./shared.ts";
+import { sharedModeChecks } from "./shared-mode.ts";
 
 export type { ConformanceCheck, ConformanceOptions, Runner };
 export { semaphoreChecks };
@@ -39,7 +40,8 @@ export { semaphoreChecks };
 /**
  * The conformance checks as plain async functions, for any runner: the mutex
  * (src/testing/mutex.ts), the optional capabilities (capabilities.ts), the record of a completed
- * fire where offered (once.ts, for runOnce), then the semaphore (semaphore.ts).
+ * fire where offered (once.ts, for runOnce), shared mode where offered (shared-mode.ts), then the
+ * semaphore (semaphore.ts).
  *
  * @param options The backend factory and the timing to use.
  * @returns The checks, each with a name, a timeout in ms and a `run` that throws on failure.
@@ -49,6 +51,7 @@ export function conformanceChecks(options: ConformanceOptions): ConformanceCheck
     ...mutexChecks(options),
     ...capabilityChecks(options),
     ...onceChecks(options),
+    ...sharedModeChecks(options),
     ...semaphoreChecks(options),
   ];
 }

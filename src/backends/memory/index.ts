@@ -59,7 +59,31 @@ export function memory(options: MemoryOptions = {}): Backend {
   );
   const locks = new Map<string, Held>();
   const fences = new Map<string, number>();
+  // Shared mode (docs/DESIGN.md §18): the live shared leases of each key by nonce, and the
+  // writers marked waiting by waiter id (the instant the mark lapses).
+  const readers = new Map<string, Map<string, Held>>();
+  const writers = new Map<string, Map<string, number>>();
   let versions = 0;
+
+  /** The live entries of `map`'s entry for `key` (expired ones dropped), or undefined when none. */
+  const liveOf = <V>(map: Map<string, Map<string, V>>, key: string, until: (v: V) => number) => {
+    const entries = map.get(key);
+    if (!entries) return undefined;
+    for (const [id, v] of entries) if (until(v) <= now()) entries.delete(id);
+    if (entries.size > 0) return entries;
+    map.delete(key);
+    return undefined;
+  };
+  const liveReaders = (key: string) => liveOf(readers, key, (r) => r.until);
+  const waitingWriters = (key: string) => liveOf(writers, key, (until) => until);
+
+  /** The next token of `key`: its counter's (a fire's key draws from its mutex name's: counterOf, §17). */
+  const nextToken = (key: string): number => {
+    const counter = counterOf(key);
+    const token = (fences.get(counter) ?? 0) + 1;
+    fences.set(counter, token);
+    return token;
+  };
 
   const live = (key: string): Held | undefined => {
     const held = locks.get(key);
@@ -71,21 +95,33 @@ export function memory(options: MemoryOptions = {}): Backend {
     return held;
   };
 
-  /** One acquire of `key`: acquire's, and each step of acquireAny's. */
-  const take = (key: string, owner: string, nonce: string, ttl: number, takeover?: string): AcquireResult => {
+  /**
+   * One acquire of `key`: acquire's, and each step of acquireAny's. Refused while a shared lease is
+   * live (store expiry only); a refused `waiter` is marked waiting for `ttl`, a granted one unmarked.
+   */
+  const take = (
+    key: string,
+    owner: string,
+    nonce: string,
+    ttl: number,
+    takeover?: string,
+    waiter?: string,
+  ): AcquireResult => {
     const held = live(key);
     if (held?.done) return { ok: false, done: { owner: held.owner, token: held.token } };
-    if (held && !(observed && takeover === String(held.version))) {
-      return observed
-        ? { ok: false, version: String(held.version), ttl: held.ttl }
-        : { ok: false, retryAfter: held.until - now() };
+    const shared = observed ? undefined : liveReaders(key);
+    if (shared || (held && !(observed && takeover === String(held.version)))) {
+      if (waiter !== undefined && !observed) {
+        const marks = writers.get(key) ?? new Map<string, number>();
+        writers.set(key, marks.set(waiter, now() + ttl));
+      }
+      if (observed && held) return { ok: false, version: String(held.version), ttl: held.ttl };
+      const until = held ? held.until : Math.max(...[...shared!.values()].map((r) => r.until));
+      return { ok: false, retryAfter: until - now() };
     }
-    // A fire's key draws from its mutex name's counter (src/slots.ts counterOf; docs/DESIGN.md §17).
-    const counter = counterOf(key);
-    const token = (fences.get(counter) ?? 0) + 1;
-    fences.set(counter, token);
-    locks.set(key, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions });
-    return { ok: true, token };
+    if (waiter !== undefined) writers.get(key)?.delete(waiter);
+    locks.set(key, { nonce, owner, token: nextToken(key), until: now() + ttl, ttl, version: ++versions });
+    return { ok: true, token: locks.get(key)!.token };
   };
 
   /** The lease of `key` when `nonce` holds it (a done record's nonce is "", which no holder has). */
@@ -99,12 +135,46 @@ export function memory(options: MemoryOptions = {}): Backend {
     if (owns(key, nonce)) locks.delete(key);
   };
 
+  /** The shared lease of `nonce` on `key`, when live. */
+  const reader = (key: string, nonce: string): Held | undefined => liveReaders(key)?.get(nonce);
+
+  // Shared leases (docs/DESIGN.md §18), on a store that expires locks itself.
+  const sharedLocks: Pick<Backend, "acquireShared" | "renewShared" | "releaseShared"> = {
+    async acquireShared({ key, owner, nonce, ttl, signal }) {
+      signal?.throwIfAborted();
+      const held = live(key);
+      if (held?.done) return { ok: false, done: { owner: held.owner, token: held.token } };
+      if (held) return { ok: false, retryAfter: held.until - now() };
+      if (waitingWriters(key)) return { ok: false };
+      const token = nextToken(key);
+      const shared = readers.get(key) ?? new Map<string, Held>();
+      readers.set(
+        key,
+        shared.set(nonce, { nonce, owner, token, until: now() + ttl, ttl, version: ++versions }),
+      );
+      return { ok: true, token };
+    },
+    async renewShared({ key, nonce, ttl, signal }) {
+      signal?.throwIfAborted();
+      const held = reader(key, nonce);
+      if (!held) return false;
+      held.until = now() + ttl;
+      held.ttl = ttl;
+      return true;
+    },
+    async releaseShared({ key, nonce, signal }) {
+      signal?.throwIfAborted();
+      if (reader(key, nonce)) liveReaders(key)?.delete(nonce);
+      liveReaders(key); // drops the key's map when that was the last
+    },
+  };
+
   return {
     name: "memory",
     ...(observed ? { expiry: "observed" as const } : {}),
-    async acquire({ key, owner, nonce, ttl, signal, takeover }) {
+    async acquire({ key, owner, nonce, ttl, signal, takeover, waiter }) {
       signal?.throwIfAborted();
-      return take(key, owner, nonce, ttl, takeover);
+      return take(key, owner, nonce, ttl, takeover, waiter);
     },
     // A store that expires locks itself answers a semaphore's acquire, and gives it back, in one
     // step (observed: per key).
@@ -128,6 +198,7 @@ export function memory(options: MemoryOptions = {}): Backend {
             signal?.throwIfAborted();
             for (const key of keys) free(key, nonce);
           },
+          ...sharedLocks,
         }),
     async renew({ key, nonce, ttl, signal }) {
       signal?.throwIfAborted();
@@ -141,10 +212,23 @@ export function memory(options: MemoryOptions = {}): Backend {
     async release({ key, nonce, signal }) {
       signal?.throwIfAborted();
       free(key, nonce);
+      // A writer that gave up: its waiting mark goes (§18).
+      if (waitingWriters(key)?.delete(nonce)) waitingWriters(key);
     },
     async inspect({ key, signal }) {
       signal?.throwIfAborted();
       const held = live(key);
+      const shared = held || observed ? undefined : liveReaders(key);
+      if (shared) {
+        // The newest reader (the greatest token), and how many hold.
+        const newest = [...shared.values()].reduce((a, b) => (b.token > a.token ? b : a));
+        return {
+          owner: newest.owner,
+          token: newest.token,
+          ttlLeft: newest.until - now(),
+          readers: shared.size,
+        };
+      }
       if (!held) return null;
       if (held.done) return { owner: held.owner, token: held.token, ttlLeft: held.until - now(), done: true };
       return observed
