@@ -312,12 +312,16 @@ export interface SharedLocks {
    * across both modes; refused, `ok: false` with `retryAfter` the exclusive holder's time left
    * when known. On a backend with it, `acquire` is refused while any shared lease is live, a
    * refused `acquire` with a `waiter` marks that writer waiting for its `ttl`, a granted one
-   * removes its mark, and `release` with a waiter's id as `nonce` removes that mark. One request.
+   * removes its mark, and `releaseShared` with a waiter's id as `nonce` removes that mark (a writer
+   * that gave up). One request.
    */
   acquireShared?(r: AcquireRequest): Promise<AcquireResult>;
   /** Optional, with `acquireShared`: extends the shared lease of `nonce` to `ttl` ms from now; `false` when it has none. */
   renewShared?(r: RenewRequest): Promise<boolean>;
-  /** Optional, with `acquireShared`: frees the shared lease of `nonce`; does nothing when it has none. */
+  /**
+   * Optional, with `acquireShared`: frees the shared lease of `nonce`, or the waiting mark of the
+   * writer whose `waiter` id is `nonce`; does nothing when there is neither.
+   */
   releaseShared?(r: ReleaseRequest): Promise<void>;
 }
 

@@ -11,7 +11,7 @@ import type {
 } from "./backend.ts";
 import { BackendError, explain, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
-import { createLease, type Lease, releaseNonce } from "./lease.ts";
+import { createLease, type Lease, releaseBounded, releaseNonce } from "./lease.ts";
 import {
   type Core,
   checkFunction,
@@ -305,7 +305,11 @@ export async function waitFor<L extends Lease>(
     }
   } catch (error) {
     // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
-    if (waiter && backend.acquireShared) releaseInBackground(o, what, waiter);
+    const unmark = backend.releaseShared;
+    if (waiter && unmark)
+      releaseBounded(backend, ttl, (s) =>
+        unmark.call(backend, { key: what, nonce: waiter, signal: s }),
+      ).catch(() => {});
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;
   } finally {

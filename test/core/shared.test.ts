@@ -173,7 +173,7 @@ describe("the conformance suite's shared-mode checks fail on a broken store", ()
           if (r.waiter) waiters.add(r.waiter);
           return s.acquire(r);
         },
-        release: (r) => (waiters.has(r.nonce) ? Promise.resolve() : s.release(r)),
+        releaseShared: (r) => (waiters.has(r.nonce) ? Promise.resolve() : s.releaseShared!(r)),
       };
     });
     await expect(run(keeping, givesUp)).rejects.toThrow(/no new reader got in within/);

@@ -166,6 +166,8 @@ export function memory(options: MemoryOptions = {}): Backend {
       signal?.throwIfAborted();
       if (reader(key, nonce)) liveReaders(key)?.delete(nonce);
       liveReaders(key); // drops the key's map when that was the last
+      // A writer that gave up: its waiting mark goes (§18).
+      if (waitingWriters(key)?.delete(nonce)) waitingWriters(key);
     },
   };
 
@@ -212,8 +214,6 @@ export function memory(options: MemoryOptions = {}): Backend {
     async release({ key, nonce, signal }) {
       signal?.throwIfAborted();
       free(key, nonce);
-      // A writer that gave up: its waiting mark goes (§18).
-      if (waitingWriters(key)?.delete(nonce)) waitingWriters(key);
     },
     async inspect({ key, signal }) {
       signal?.throwIfAborted();
