@@ -76,7 +76,7 @@ export interface ModeOption {
   /**
    * `"exclusive"` (the default) or `"shared"`: any number of shared leases, or one exclusive
    * lease, per name at any instant. Once an exclusive `acquire` waits, new shared requests wait
-   * behind it. `"shared"` needs a backend that can hold shared leases (memory so far); another
+   * behind it. `"shared"` needs a backend that can hold shared leases (memory, redis and upstash so far); another
    * refuses it at the call with a TypeError naming the backend (docs/DESIGN.md §18).
    */
   mode?: LockMode;

@@ -12,8 +12,9 @@
 // index}, the same token. One lock holding a completed fire's record: {3, its token, its owner}.
 // All taken: {0, the smallest PTTL above 0 or -1, then for each lock in order its holder's token
 // (0 for a value leasehold did not write)}: a reply of 2 + locks numbers (a record counts as taken).
+// (An odd last key is not a lock: ACQUIRE_WAITING's writers set.)
 export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0,-1}
-for i=1,#KEYS,2 do
+for i=1,#KEYS-#KEYS%2,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
 local t=redis.call("INCR",KEYS[i+1])
@@ -21,7 +22,7 @@ redis.call("SET",KEYS[i],n..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t,(i-1)/2}
 end
 local t=tonumber(v:match("^[^|]*|(%d+)|"))
-if #KEYS==2 and t and v:sub(1,1)=="|" then return {3,t,v:match("^|%d+|(.*)$")} end
+if #KEYS<4 and t and v:sub(1,1)=="|" then return {3,t,v:match("^|%d+|(.*)$")} end
 if v:sub(1,#n)==n then
 redis.call("PEXPIRE",KEYS[i],ARGV[2])
 return {2,t,(i-1)/2}
@@ -74,3 +75,84 @@ return 1`;
 export const INSPECT = `local v=redis.call("GET",KEYS[1])
 if not v then return nil end
 return {v,redis.call("PTTL",KEYS[1])}`;
+
+// Shared mode (docs/DESIGN.md §18). A lock held shared has the value `*|token|owner` (the newest
+// reader's token and owner) with a PX expiry at the last reader's; no nonce is `*` (the backends
+// refuse it), so the exclusive scripts count it as taken and never as theirs. Its readers are the
+// sorted set `lock:readers` (member: nonce; score: when it expires, in ms of the server's TIME),
+// and the writers waiting the sorted set `lock:writers` (member: waiter id; score: likewise).
+// `now` is the server's TIME in ms, the clock of PX itself.
+const NOW = `local c=redis.call("TIME")
+local now=c[1]*1000+math.floor(c[2]/1000)`;
+
+// Sets the expiry of KEYS[1] (the lock) and of the sorted set `z` to its greatest score, or deletes
+// the lock (a shared one) when `z` is empty.
+const LAST = `local function last(z)
+local top=redis.call("ZRANGE",z,-1,-1,"WITHSCORES")
+if #top==0 then return redis.call("DEL",KEYS[1]) end
+redis.call("PEXPIRE",KEYS[1],tonumber(top[2])-now)
+redis.call("PEXPIRE",z,tonumber(top[2])-now)
+end`;
+
+// KEYS lock, fence, writers; ARGV nonce, ttl, owner, waiter. ACQUIRE_ANY on the one lock, then:
+// granted, the waiter's mark goes; refused (not by a done record), the waiter is marked waiting
+// for ttl. The reply is ACQUIRE_ANY's.
+export const ACQUIRE_WAITING: string = `${NOW}
+local r=(function()
+${ACQUIRE_ANY}
+end)()
+if r[1]==1 or r[1]==2 then redis.call("ZREM",KEYS[3],ARGV[4])
+elseif r[1]==0 then
+redis.call("ZREMRANGEBYSCORE",KEYS[3],"-inf",now)
+redis.call("ZADD",KEYS[3],now+ARGV[2],ARGV[4])
+local top=redis.call("ZRANGE",KEYS[3],-1,-1,"WITHSCORES")
+redis.call("PEXPIRE",KEYS[3],tonumber(top[2])-now)
+end
+return r`;
+
+// KEYS lock, fence, readers, writers; ARGV nonce, ttl, owner. Held exclusive: ACQUIRE_ANY's
+// refusal ({0, PTTL, token}) or done record ({3, token, owner}); a writer waiting: {0, -1, 0}.
+// Else a new token, the reader added, the lock `*|token|owner` until the last reader's expiry:
+// {1, token, 0}.
+export const ACQUIRE_SHARED: string = `${NOW}
+${LAST}
+local v=redis.call("GET",KEYS[1])
+if v and v:sub(1,2)~="*|" then
+local t=tonumber(v:match("^[^|]*|(%d+)|"))
+if t and v:sub(1,1)=="|" then return {3,t,v:match("^|%d+|(.*)$")} end
+return {0,redis.call("PTTL",KEYS[1]),t or 0}
+end
+redis.call("ZREMRANGEBYSCORE",KEYS[4],"-inf",now)
+if redis.call("ZCARD",KEYS[4])>0 then return {0,-1,0} end
+redis.call("ZREMRANGEBYSCORE",KEYS[3],"-inf",now)
+local t=redis.call("INCR",KEYS[2])
+redis.call("ZADD",KEYS[3],now+ARGV[2],ARGV[1])
+redis.call("SET",KEYS[1],"*|"..string.format("%d",t).."|"..ARGV[3])
+last(KEYS[3])
+return {1,t,0}`;
+
+// KEYS lock, readers; ARGV nonce, ttl. 1 when the reader was live and now lasts ttl more, else 0.
+export const RENEW_SHARED: string = `${NOW}
+${LAST}
+local s=redis.call("ZSCORE",KEYS[2],ARGV[1])
+local v=redis.call("GET",KEYS[1])
+if not s or tonumber(s)<=now or not v or v:sub(1,2)~="*|" then return 0 end
+redis.call("ZADD",KEYS[2],now+ARGV[2],ARGV[1])
+last(KEYS[2])
+return 1`;
+
+// KEYS lock, readers, writers; ARGV nonce (a reader's, or a waiting writer's id). Removes the
+// writer's mark, or the reader, then expires the lock with the last reader left (deleted with none).
+// 1 when a reader was removed, else 0.
+export const RELEASE_SHARED: string = `${NOW}
+${LAST}
+redis.call("ZREM",KEYS[3],ARGV[1])
+if redis.call("ZREM",KEYS[2],ARGV[1])==0 then return 0 end
+redis.call("ZREMRANGEBYSCORE",KEYS[2],"-inf",now)
+local v=redis.call("GET",KEYS[1])
+if v and v:sub(1,2)=="*|" then last(KEYS[2]) end
+return 1`;
+
+// KEYS readers. How many readers are live.
+export const READERS: string = `${NOW}
+return redis.call("ZCOUNT",KEYS[1],"("..now,"+inf")`;

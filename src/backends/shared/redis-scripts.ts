@@ -12,12 +12,25 @@
 // fire of runOnce, `n:fire:<id>`, is `p{n}:fire:<id>` and draws its tokens from `p{n}:fence`,
 // its mutex name's counter (src/slots.ts counterOf), so it has no counter of its own; its
 // completion is recorded in its lock key itself, as `|token|owner` with a PX expiry of `retain`,
-// and nothing of the fire outlives that (docs/DESIGN.md §17).
+// and nothing of the fire outlives that (docs/DESIGN.md §17). Shared mode (docs/DESIGN.md §18)
+// adds `<lock key>:readers` and `<lock key>:writers` (sorted sets, redis-lua.ts), in the same slot.
 import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { counterOf, slotOf } from "../../slots.ts";
-import { ACQUIRE_ANY, COMPLETE, RAISE, RELEASE, RELEASE_ANY, RENEW } from "./redis-lua.ts";
+import {
+  ACQUIRE_ANY,
+  ACQUIRE_SHARED,
+  ACQUIRE_WAITING,
+  COMPLETE,
+  RAISE,
+  READERS,
+  RELEASE,
+  RELEASE_ANY,
+  RELEASE_SHARED,
+  RENEW,
+  RENEW_SHARED,
+} from "./redis-lua.ts";
 
 /** Whether `value` is a token: a safe integer > 0. */
 const isToken = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) > 0;
@@ -114,11 +127,12 @@ export function scriptBackend(runner: ScriptRunner): Backend {
   const fenceKey = (key: string) => `${lockKey(counterOf(key))}:fence`;
   const ttlArg = (ttl: number) => Math.ceil(ttl);
   const nonceArg = (nonce: string) => {
-    // The nonce is the value's first field; "|" would make it ambiguous.
+    // The nonce is the value's first field; "|" would make it ambiguous, and "*" is a lock held
+    // shared (redis-lua.ts).
     check(
-      typeof nonce === "string" && nonce !== "" && !nonce.includes("|"),
+      typeof nonce === "string" && nonce !== "" && nonce !== "*" && !nonce.includes("|"),
       `[${name}]`,
-      "nonce must be non-empty without |",
+      'nonce must be non-empty without |, and not "*"',
     );
     return nonce;
   };
@@ -188,19 +202,23 @@ export function scriptBackend(runner: ScriptRunner): Backend {
    * highest seen before the request left means the counter went back: it is healed (`heal`).
    * On one key holding a completed fire's record (kind 3), the refusal says who completed it.
    */
-  async function take({
-    keys,
-    owner,
-    nonce,
-    ttl,
-    signal,
-  }: {
-    keys: readonly string[];
-    owner: string;
-    nonce: string;
-    ttl: number;
-    signal?: AbortSignal | undefined;
-  }): Promise<
+  async function take(
+    {
+      keys,
+      owner,
+      nonce,
+      ttl,
+      signal,
+    }: {
+      keys: readonly string[];
+      owner: string;
+      nonce: string;
+      ttl: number;
+      signal?: AbortSignal | undefined;
+    },
+    // Shared mode (§18): ACQUIRE_WAITING or ACQUIRE_SHARED on one key, with their keys and args.
+    variant?: { script: string; keys: string[]; args: string[] },
+  ): Promise<
     { ok: true; token: number; index: number } | { ok: false; retryAfter?: number; done?: FireHolder }
   > {
     // Only tokens seen before this request leaves must be below its token: one seen meanwhile
@@ -208,9 +226,9 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     const floors = keys.map(floorOf);
     const locks = keys.map(lockKey);
     const r = await evaluate(
-      ACQUIRE_ANY,
-      keys.flatMap((key, i) => [locks[i]!, fenceKey(key)]),
-      [nonceArg(nonce), ttlArg(ttl), owner],
+      variant?.script ?? ACQUIRE_ANY,
+      [...keys.flatMap((key, i) => [locks[i]!, fenceKey(key)]), ...(variant?.keys ?? [])],
+      [nonceArg(nonce), ttlArg(ttl), owner, ...(variant?.args ?? [])],
       signal,
     );
     if (!Array.isArray(r)) throw malformed(r);
@@ -226,7 +244,9 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     ) {
       const floor = floors[i];
       see(key, value);
-      if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
+      // A shared grant is not healed: RAISE is an exclusive holder's (docs/shared-plan.md).
+      if (kind === 2 || floor === undefined || value > floor || variant?.script === ACQUIRE_SHARED)
+        return { ok: true, token: value, index: i };
       return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal), index: i };
     }
     if (
@@ -256,10 +276,31 @@ export function scriptBackend(runner: ScriptRunner): Backend {
 
     acquireAny: take,
 
-    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+    async acquire({ key, owner, nonce, ttl, signal, waiter }): Promise<AcquireResult> {
       // The fields by name rather than a copy of the request by spread, as on the core's hot path.
-      const r = await take({ keys: [key], owner, nonce, ttl, signal });
+      // A waiting writer's attempt marks it waiting, or unmarks it when granted (§18).
+      const variant =
+        waiter === undefined
+          ? undefined
+          : { script: ACQUIRE_WAITING, keys: [`${lockKey(key)}:writers`], args: [waiter] };
+      const r = await take({ keys: [key], owner, nonce, ttl, signal }, variant);
       return r.ok ? { ok: true, token: r.token } : r;
+    },
+
+    // Shared mode (docs/DESIGN.md §18): one script per operation, beside the lock key.
+    async acquireShared({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      const lock = lockKey(key);
+      const variant = { script: ACQUIRE_SHARED, keys: [`${lock}:readers`, `${lock}:writers`], args: [] };
+      const r = await take({ keys: [key], owner, nonce, ttl, signal }, variant);
+      return r.ok ? { ok: true, token: r.token } : r;
+    },
+
+    renewShared: ({ key, nonce, ttl, signal }) =>
+      ours(RENEW_SHARED, [lockKey(key), `${lockKey(key)}:readers`], [nonceArg(nonce), ttlArg(ttl)], signal),
+
+    async releaseShared({ key, nonce, signal }): Promise<void> {
+      const lock = lockKey(key);
+      await ours(RELEASE_SHARED, [lock, `${lock}:readers`, `${lock}:writers`], [nonceArg(nonce)], signal);
     },
 
     renew: ({ key, nonce, ttl, signal }) =>
@@ -307,6 +348,12 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       const holder: HolderInfo = { owner: value.slice(m![0].length), token };
       if (pttl > 0) holder.ttlLeft = pttl;
       if (value.startsWith("|")) holder.done = true; // a completed fire's record (COMPLETE)
+      if (value.startsWith("*|")) {
+        // Held shared (§18): the newest reader, and how many are live (a second request).
+        const readers = await evaluate(READERS, [`${lockKey(key)}:readers`], [], signal);
+        if (!(Number.isSafeInteger(readers) && (readers as number) >= 0)) throw malformed(readers);
+        holder.readers = readers as number;
+      }
       return holder;
     },
   };
