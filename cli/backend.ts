@@ -79,6 +79,24 @@ const needs = (backend: string, missing: string[]) => {
     throw new UsageError(`the ${backend} backend needs ${missing.join(" and ")} (not set)`);
 };
 
+/**
+ * The target of the URL in `env[variable]`, which `backend` needs, read by `parse`; the URL and
+ * its password are secrets from now on.
+ */
+function urlTarget<T extends { password?: string | undefined }>(
+  backend: string,
+  env: Env,
+  variable: string,
+  parse: (text: string) => T,
+): T {
+  needs(backend, set(env, variable) ? [] : [variable]);
+  const text = env[variable]!;
+  secrets.push(text);
+  const target = configured(variable, () => parse(text));
+  if (target.password !== undefined) secrets.push(target.password, encodeURIComponent(target.password));
+  return target;
+}
+
 const hostOf = (url: URL) => `${url.protocol}//${url.host}${url.pathname === "/" ? "" : url.pathname}`;
 
 const noClose = async () => {};
@@ -131,11 +149,7 @@ const BUILD: Record<BackendName, (o: Options, env: Env) => Store> = {
   },
 
   redis(_o, env) {
-    needs("redis", set(env, ENV.redis) ? [] : [ENV.redis]);
-    const text = env[ENV.redis]!;
-    secrets.push(text);
-    const target = configured(ENV.redis, () => parseRedisUrl(text));
-    if (target.password !== undefined) secrets.push(target.password, encodeURIComponent(target.password));
+    const target = urlTarget("redis", env, ENV.redis, parseRedisUrl);
     const client = redisClient(target);
     const host = target.host.includes(":") ? `[${target.host}]` : target.host;
     return {
@@ -146,11 +160,7 @@ const BUILD: Record<BackendName, (o: Options, env: Env) => Store> = {
   },
 
   postgres(o, env) {
-    needs("postgres", set(env, ENV.postgres) ? [] : [ENV.postgres]);
-    const text = env[ENV.postgres]!;
-    secrets.push(text);
-    const target = configured(ENV.postgres, () => parsePostgresUrl(text));
-    if (target.password !== undefined) secrets.push(target.password, encodeURIComponent(target.password));
+    const target = urlTarget("postgres", env, ENV.postgres, parsePostgresUrl);
     const table = o.table ?? env[ENV.postgresTable];
     const client = postgresClient(target);
     const backend = configured(

@@ -1,6 +1,7 @@
 // What the command line prints: to stderr, never a secret, and never able to end supervision.
 import process from "node:process";
 import { redact as redactWith } from "../src/backends/shared/redact.ts";
+import { explain } from "../src/errors.ts";
 
 /** A usage or configuration problem: printed, exit 2. */
 export class UsageError extends Error {}
@@ -46,11 +47,4 @@ export function retryReporter(what: string): (error: unknown) => void {
 }
 
 /** The message, with its causes' messages (already free of secrets; redacted again by {@link say}). */
-export function messageOf(error: unknown): string {
-  let text = error instanceof Error ? error.message : String(error);
-  for (let e = error, depth = 0; e instanceof Error && e.cause instanceof Error && depth < 3; depth++) {
-    e = e.cause;
-    if (e instanceof Error && !text.includes(e.message)) text += ` (${e.message})`;
-  }
-  return text.replace(/^\[leasehold\] /, "");
-}
+export const messageOf = (error: unknown): string => explain(error);

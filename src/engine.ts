@@ -263,8 +263,9 @@ export async function waitFor<L extends Lease>(
     const why = cause === undefined ? "" : `: the backend failed (the cause): ${explain(cause, backendName)}`;
     return new LockTimeoutError(`could not acquire "${what}" within ${timeout} ms${why}`, { cause });
   };
-  // Without onError, a retried failure is printed: nobody waits in silence.
-  const print = onError ? undefined : failureReporter(backendName, what, timeout);
+  // Without onError, a retried failure is printed: nobody waits in silence. Made at the first
+  // failure: an acquire that never fails pays nothing for it.
+  let print: ((error: unknown) => void) | undefined;
   // timeout 0 is one attempt, bounded like tryAcquire's; any other timeout bounds everything,
   // requests in flight included, through a signal that follows the caller's. Without one, the
   // caller's signal (if any) is all there is to follow: no second signal to make and listen to.
@@ -300,7 +301,10 @@ export async function waitFor<L extends Lease>(
       // Never sleep past the timeout, and never sleep after giving up.
       if (now() >= end) throw timedOut();
       // This attempt failed and another follows (a failure that ends the wait is its cause).
-      if (lastError !== undefined) print?.(lastError);
+      if (lastError !== undefined && !onError) {
+        print ??= failureReporter(backendName, what, timeout);
+        print(lastError);
+      }
       await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {
