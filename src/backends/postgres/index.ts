@@ -92,35 +92,150 @@ const COUNTER = "\u001ffence";
 const FIRE_TAIL = "^(:.+|@[0-9A-F]{64})$";
 
 /**
+ * Shared mode (docs/DESIGN.md §18): the nonce of a name's row held shared. Its `owner` is then the
+ * readers, a JSON object `{"<nonce>": [expiry, token, owner], ...}` (expiry in µs since the epoch
+ * by the database's clock), `fence` the name's counter and `expires_at` the last reader's expiry.
+ * No caller's nonce can be it (`nonceArg`), so the exclusive statements count the row as taken
+ * until it expires and never as theirs.
+ */
+const SHARED = "*";
+
+/**
+ * Appended to a lock name for the row of the writer marked waiting on it (one per name: the
+ * last refused waiting writer's; nonce its waiter id, `expires_at` when the mark lapses).
+ */
+const WRITER = "\u001fwriter";
+
+/** The database's clock now, in µs since the epoch (an int8: exact in any driver's text). */
+const NOW_US = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
+
+/**
+ * The new `(owner, nonce, expires_at` and `cols)` of a name's row after a shared operation, from
+ * a sub-select that reads the row `l` (its newest version, under its row lock: docs/DESIGN.md §18).
+ * `c` reads the clock once: `now` and `until` (now + `ttl` ms); `old` is the readers of `l` ({}
+ * unless it holds shared); `r.live` those still live; `list` (a jsonb of `r`) the readers after.
+ * None left: the row is released as an exclusive release leaves it (nonce '', `expires_at` now,
+ * owner `gone`, an expression of `s`). Else the list, `*`, and the latest of their expiries.
+ */
+function sharedRow({ list, ttl = "0", gone = "''", extra = "", cols = "" }: Record<string, string>): string {
+  const old = `CASE WHEN l.nonce = '${SHARED}' THEN l.owner::jsonb ELSE '{}'::jsonb END`;
+  const live =
+    "coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(c.old) WHERE (value->>0)::int8 > c.now), '{}'::jsonb)";
+  const last =
+    "'epoch'::timestamptz + (SELECT max((value->>0)::int8) FROM jsonb_each(s.j)) * interval '1 microsecond'";
+  return (
+    `(SELECT CASE WHEN s.j = '{}' THEN ${gone} ELSE s.j::text END, CASE WHEN s.j = '{}' THEN '' ELSE '${SHARED}' END, ` +
+    `CASE WHEN s.j = '{}' THEN clock_timestamp() ELSE ${last} END${cols} ` +
+    `FROM (SELECT ${list} AS j, r.* FROM (SELECT c.*, ${live} AS live FROM ` +
+    `(SELECT z.now, z.now + ${ttl}::int8 * 1000 AS until, ${old} AS old${extra} FROM (SELECT ${NOW_US} AS now) z) c) r) s)`
+  );
+}
+
+/**
  * The statements, for table `t` (quoted). Every number comes back as text: drivers differ on
  * bigint (a string, a BigInt or a number) and text reads the same in all of them.
  */
 function statements(t: string) {
-  /** The acquire statement whose row to insert (name, owner, nonce, fence, expires_at) is `row`. */
-  const take = (row: string) =>
+  /**
+   * What an acquire answers after the insert `taken`: its fence when granted; else the name's row
+   * (`where`: which rows count) as 'taken' with the holder's ms left, or 'done' with a completed
+   * fire's fence and owner; no row at all when none counts.
+   */
+  const answer = (where = "") =>
+    "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
+    `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
+    `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1${where} AND NOT EXISTS (SELECT 1 FROM taken)`;
+  /**
+   * The acquire statement whose row to insert (name, owner, nonce, fence, expires_at) is `row`;
+   * `more`: CTEs run after the insert (a waiting writer's mark).
+   */
+  const take = (row: string, more = "") =>
     `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) ${row} ` +
     "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
     "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE greatest(l.fence + 1, excluded.fence) END " +
-    "WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) " +
-    "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
-    `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
-    `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1 AND NOT EXISTS (SELECT 1 FROM taken)`;
+    `WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence)${more} ${answer()}`;
+  /**
+   * Shared mode (§18): after a waiting writer's attempt, the writer's mark row `m` (the name and
+   * WRITER): refused (not by a completed fire's record), it holds the waiter `w` until the attempt's
+   * ttl ($4) from now, or the mark's own end if later; granted, the mark goes if it is `w`'s. Both
+   * run after `taken`, which they read: the name's row is locked before the mark's (every
+   * statement locks them in that order, so none waits for another in a cycle).
+   */
+  const marking = (m: string, w: string) =>
+    `, mark AS (INSERT INTO ${t} AS m (name, owner, nonce, fence, expires_at) SELECT ${m}, $2, ${w}, 0, ${UNTIL} ` +
+    `WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND nonce = '${DONE}' AND expires_at > clock_timestamp()) ` +
+    "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = greatest(m.expires_at, excluded.expires_at)), " +
+    `unmark AS (DELETE FROM ${t} WHERE name = ${m} AND nonce = ${w} AND EXISTS (SELECT 1 FROM taken))`;
+  const acquireRow = `VALUES ($1, $2, $3, coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1, ${UNTIL})`;
+  /**
+   * A fire's key ($6 its mutex name, $5 that name's counter row): unless `held` (the fire's row
+   * is held by another), the counter row (locked by its upsert, so fires of one name never share
+   * a token) moves above itself, the name's row and the fire's row; `c` answers that fence.
+   */
+  const counter = (held: string) =>
+    `WITH c AS (INSERT INTO ${t} AS c (name, owner, nonce, fence, expires_at) SELECT $5, '', '', ` +
+    `greatest(coalesce((SELECT fence FROM ${t} WHERE name = $6), 0), coalesce((SELECT fence FROM ${t} WHERE name = $1), 0)) + 1, '-infinity' ` +
+    `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND ${held} AND expires_at > clock_timestamp()) ` +
+    "ON CONFLICT (name) DO UPDATE SET fence = greatest(c.fence + 1, excluded.fence) RETURNING fence), ";
+  const fire = (more = "") =>
+    counter("nonce <> $3") + take(`SELECT $1, $2, $3, fence, ${UNTIL} FROM c`, more).slice("WITH ".length);
+  /**
+   * Shared mode (§18): a reader takes the name's row ($1; $2 owner, $3 nonce, $4 ttl) when it is
+   * held shared or not live, and no writer's mark (`m`) is live; `token`: a sub-select answering `f`,
+   * the next token when the row is new. The row's readers become those still live and this one
+   * (its expiry, token and owner), with a fresh token above the row's fence; the row expires with
+   * the last of them. Refused: 'taken' with the exclusive holder's ms left, 'done', or no row.
+   */
+  const takeShared = (token: string, m: string) =>
+    `INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) SELECT $1, ` +
+    `jsonb_build_object($3::text, jsonb_build_array(x.until, x.f, $2::text))::text, '${SHARED}', x.f, ` +
+    "'epoch'::timestamptz + x.until * interval '1 microsecond' " +
+    `FROM (SELECT f, ${NOW_US} + $4::int8 * 1000 AS until FROM ${token} y) x ` +
+    `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = ${m} AND expires_at > clock_timestamp()) ` +
+    "ON CONFLICT (name) DO UPDATE SET (owner, nonce, expires_at, fence) = " +
+    sharedRow({
+      list: "r.live || jsonb_build_object($3::text, jsonb_build_array(r.until, r.tok, $2::text))",
+      ttl: "$4",
+      extra: ", greatest(l.fence + 1, excluded.fence) AS tok",
+      cols: ", s.tok",
+    }) +
+    ` WHERE l.nonce = '${SHARED}' OR l.expires_at <= clock_timestamp() RETURNING fence) ` +
+    answer(` AND nonce <> '${SHARED}' AND expires_at > clock_timestamp()`);
+  /** The shared row of $1 if the reader $2's expiry (µs) meets `test` (its owner read as JSON only then). */
+  const readerOf = (test: string) =>
+    `name = $1 AND nonce = '${SHARED}' AND CASE WHEN nonce = '${SHARED}' THEN (owner::jsonb -> $2::text ->> 0)::int8 ${test} END`;
   return {
     create: `CREATE TABLE IF NOT EXISTS ${t} ${columns}`,
     // Free, expired or already ours: take it (a fresh fence, above the name's row and its counter
     // row $5 if any, or the same one when ours and live: a retried acquire). Taken: no row from the
     // insert, and the holder's ms left; held by a completed fire's record (complete): 'done', the
     // runner's fence and owner.
-    acquire: take(`VALUES ($1, $2, $3, coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1, ${UNTIL})`),
-    // A fire's key ($6 its mutex name, $5 that name's counter row): unless another holds the fire,
-    // the counter row (locked by its upsert, so fires of one name never share a token) moves
-    // above itself, the name's row and the fire's row, and the fire is taken with that fence.
-    acquireFire:
-      `WITH c AS (INSERT INTO ${t} AS c (name, owner, nonce, fence, expires_at) SELECT $5, '', '', ` +
-      `greatest(coalesce((SELECT fence FROM ${t} WHERE name = $6), 0), coalesce((SELECT fence FROM ${t} WHERE name = $1), 0)) + 1, '-infinity' ` +
-      `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND nonce <> $3 AND expires_at > clock_timestamp()) ` +
-      "ON CONFLICT (name) DO UPDATE SET fence = greatest(c.fence + 1, excluded.fence) RETURNING fence), " +
-      take(`SELECT $1, $2, $3, fence, ${UNTIL} FROM c`).slice("WITH ".length),
+    acquire: take(acquireRow),
+    acquireFire: fire(),
+    // The same, by a waiting writer ($6 its mark row, $7 its waiter id; a fire's: $7, $8).
+    acquireWaiting: take(acquireRow, marking("$6", "$7")),
+    acquireFireWaiting: fire(marking("$7", "$8")),
+    // Shared mode (§18; $5 the counter row, $6 the writer's mark row; a fire's key: $6 its mutex
+    // name, $7 the mark, and its token drawn as acquireFire's unless an exclusive lease holds it).
+    acquireShared: `WITH taken AS (${takeShared(`(SELECT coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1 AS f)`, "$6")}`,
+    acquireSharedFire: `${counter(`nonce <> '${SHARED}'`)}taken AS (${takeShared("(SELECT fence AS f FROM c)", "$7")}`,
+    // A live reader $2 lasts $3 ms from now; the row expires with the last reader.
+    renewShared:
+      `UPDATE ${t} AS l SET (owner, nonce, expires_at) = ` +
+      sharedRow({
+        list: "r.live || jsonb_build_object($2::text, jsonb_build_array(r.until, r.old -> $2::text -> 1, r.old -> $2::text -> 2))",
+        ttl: "$3",
+      }) +
+      ` WHERE ${readerOf(`> ${NOW_US}`)} RETURNING fence::text AS n`,
+    // The reader $2 goes (and the readers expired); the row expires with the last reader left, or
+    // is released with none. Then the mark row $3 goes if it is the waiter $2's (a writer that gave
+    // up) or has lapsed.
+    releaseShared:
+      `WITH freed AS (UPDATE ${t} AS l SET (owner, nonce, expires_at) = ` +
+      sharedRow({ list: "r.live - $2::text", gone: "s.old -> $2::text ->> 2" }) +
+      ` WHERE ${readerOf("IS NOT NULL")} RETURNING fence), ` +
+      `m AS (DELETE FROM ${t} WHERE name = $3 AND (nonce = $2 OR expires_at <= clock_timestamp()) AND (SELECT count(*) FROM freed) >= 0) ` +
+      "SELECT fence::text AS n FROM freed",
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
     // The row's fence is both the lease's token and the name's counter: raising it raises both;
@@ -129,8 +244,14 @@ function statements(t: string) {
       `WITH r AS (UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence), ` +
       `c AS (UPDATE ${t} SET fence = greatest(fence, $3::int8) WHERE name = $4 AND EXISTS (SELECT 1 FROM r)) ` +
       "SELECT fence::text AS n FROM r",
-    // A record (nonce DONE) reads as its runner's owner and fence, `d` 'true'.
-    inspect: `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d FROM ${t} WHERE name = $1 AND expires_at > clock_timestamp()`,
+    // A record (nonce DONE) reads as its runner's owner and fence, `d` 'true'. A row held shared
+    // reads as its newest live reader (the greatest token), with `r` how many are live.
+    inspect:
+      `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d, NULL::text AS r FROM ${t} ` +
+      `WHERE name = $1 AND nonce <> '${SHARED}' AND expires_at > clock_timestamp() UNION ALL ` +
+      "(SELECT value ->> 2, value ->> 1, ceil(((value ->> 0)::int8 - now) / 1000.0)::int8::text, 'false', (count(*) OVER ())::text " +
+      `FROM (SELECT owner::jsonb AS j, ${NOW_US} AS now FROM ${t} WHERE name = $1 AND nonce = '${SHARED}') s, jsonb_each(s.j) ` +
+      "WHERE (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
     // which keep their own counter, nor counter rows) are deleted: they hold no counter (acquireFire).
@@ -282,45 +403,75 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   const ttlArg = (ttl: number) => String(Math.ceil(ttl));
   const nonceArg = (nonce: string) => {
     check(
-      typeof nonce === "string" && nonce !== "" && nonce !== DONE,
+      typeof nonce === "string" && nonce !== "" && nonce !== DONE && nonce !== SHARED,
       `[${NAME}]`,
-      `nonce must be a non-empty string other than "${DONE}"`,
+      `nonce must be a non-empty string other than "${DONE}" and "${SHARED}"`,
     );
     return nonce;
   };
 
+  /** What an acquire statement's rows (its `answer`) say. */
+  function answerOf(rows: Rows): AcquireResult {
+    const [row] = rows;
+    const n = num(row);
+    // A token past the safe range (the fence counter was raised to its end) is passed on: the core
+    // refuses it as an exhausted fence counter and gives the lock back (docs/DESIGN.md §5.1).
+    if (rows.length === 1 && row?.k === "ok" && Number.isInteger(n) && n > 0) return { ok: true, token: n };
+    // Taken: the holder's ms left (none when the row appeared during the statement, or readers hold
+    // it and a writer waits).
+    if (rows.length === 1 && row?.k === "taken")
+      return Number.isFinite(n) && n > 0 ? { ok: false, retryAfter: n } : { ok: false };
+    if (
+      rows.length === 1 &&
+      row?.k === "done" &&
+      Number.isSafeInteger(n) &&
+      n > 0 &&
+      typeof row.o === "string"
+    )
+      return { ok: false, done: { owner: row.o, token: n } };
+    if (rows.length === 0) return { ok: false };
+    throw malformed(rows);
+  }
+
   return {
     name: NAME,
 
-    async acquire({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+    async acquire({ key, owner, nonce, ttl, signal, waiter }): Promise<AcquireResult> {
       // A fire's key draws from its mutex name's counter row (src/slots.ts counterOf).
       const name = counterOf(key);
-      const rows =
+      const params = [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER];
+      if (name !== key) params.push(name);
+      // A waiting writer's attempt marks it waiting, or unmarks it when granted (§18).
+      if (waiter !== undefined) params.push(key + WRITER, nonceArg(waiter));
+      const text =
         name === key
-          ? await call(sql.acquire, [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER], signal)
-          : await call(
-              sql.acquireFire,
-              [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER, name],
-              signal,
-            );
-      const [row] = rows;
-      const n = num(row);
-      // A token past the safe range (the fence counter was raised to its end) is passed on: the core
-      // refuses it as an exhausted fence counter and gives the lock back (docs/DESIGN.md §5.1).
-      if (rows.length === 1 && row?.k === "ok" && Number.isInteger(n) && n > 0) return { ok: true, token: n };
-      // Taken: the holder's ms left (none when the row appeared during the statement).
-      if (rows.length === 1 && row?.k === "taken")
-        return Number.isFinite(n) && n > 0 ? { ok: false, retryAfter: n } : { ok: false };
-      if (
-        rows.length === 1 &&
-        row?.k === "done" &&
-        Number.isSafeInteger(n) &&
-        n > 0 &&
-        typeof row.o === "string"
-      )
-        return { ok: false, done: { owner: row.o, token: n } };
-      if (rows.length === 0) return { ok: false };
-      throw malformed(rows);
+          ? waiter === undefined
+            ? sql.acquire
+            : sql.acquireWaiting
+          : waiter === undefined
+            ? sql.acquireFire
+            : sql.acquireFireWaiting;
+      return answerOf(await call(text, params, signal));
+    },
+
+    // Shared mode (docs/DESIGN.md §18): one statement per operation, on the name's row.
+    async acquireShared({ key, owner, nonce, ttl, signal }): Promise<AcquireResult> {
+      const name = counterOf(key);
+      const params = [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER];
+      if (name !== key) params.push(name);
+      params.push(key + WRITER);
+      return answerOf(await call(name === key ? sql.acquireShared : sql.acquireSharedFire, params, signal));
+    },
+
+    async renewShared({ key, nonce, ttl, signal }): Promise<boolean> {
+      const rows = await call(sql.renewShared, [key, nonceArg(nonce), ttlArg(ttl)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
+    },
+
+    async releaseShared({ key, nonce, signal }): Promise<void> {
+      const rows = await call(sql.releaseShared, [key, nonceArg(nonce), key + WRITER], signal);
+      if (rows.length > 1) throw malformed(rows);
     },
 
     async renew({ key, nonce, ttl, signal }): Promise<boolean> {
@@ -356,6 +507,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const holder: HolderInfo = { owner: row.owner, token };
       if (left > 0) holder.ttlLeft = left;
       if (row.d === "true") holder.done = true;
+      if (typeof row.r === "string") {
+        const readers = Number(row.r);
+        if (!(Number.isSafeInteger(readers) && readers > 0)) throw malformed(rows);
+        holder.readers = readers;
+      }
       return holder;
     },
 
