@@ -8,7 +8,7 @@
 // postgres.js, checking the one-live-lease guarantee from the leases and the fence from the tokens.
 import pg from "pg";
 import postgresJs from "postgres";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { AcquireResult, Backend } from "../../../src/backend.ts";
 import { postgres } from "../../../src/backends/postgres/index.ts";
 import { createMutex, type Lease } from "../../../src/index.ts";
@@ -48,6 +48,11 @@ async function rowsOf(key: string) {
   return rows as { name: string; owner: string; nonce: string; fence: string; live: boolean }[];
 }
 
+// The table, made once by the backend's own migration (createTable), before any test.
+beforeAll(async () => {
+  await counted().backend.inspect({ key: "create the table" });
+});
+
 /** A reader's entry in the row's list: [expiry in µs since the epoch, token, owner]. */
 type Entry = [number, number, string];
 
@@ -60,7 +65,7 @@ describe("postgres: shared mode, one statement per operation", () => {
       const value = await op();
       return [value, statements() - before];
     };
-    await backend.inspect({ key: "warm-up" }); // createTable's statement, once
+    await backend.inspect({ key: "warm-up" }); // createTable's statement, once per backend
     const base = { key, ttl: 10_000 };
     expect(await count(() => backend.acquireShared!({ ...base, owner: "r1", nonce: "r1" }))).toEqual([
       { ok: true, token: 1 },
