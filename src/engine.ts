@@ -254,6 +254,8 @@ export async function waitFor<L extends Lease>(
   // Whether the backend answered since the last failure, and whether a request is out now.
   let lastError: unknown;
   let answered = false;
+  // Whether an attempt of this waiting writer may have marked it waiting (§18).
+  let mayMark = false;
   let pending = false;
   const timedOut = () => {
     const silent = lastError === undefined && pending && !answered;
@@ -287,9 +289,12 @@ export async function waitFor<L extends Lease>(
         const result = await attempt(bound, queue, attempts, start);
         if (isLease(result)) return result;
         answered = true;
+        mayMark = true;
         lastError = undefined;
         if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
       } catch (error) {
+        // Unless refused outright (auth, a missing table), the attempt may have reached the store.
+        if (!(error instanceof BackendError && !error.retryable)) mayMark = true;
         if (bound?.aborted) throw bound.reason;
         if (!(error instanceof BackendError && error.retryable)) throw error;
         answered = false;
@@ -308,9 +313,10 @@ export async function waitFor<L extends Lease>(
       await sleep(Math.min(wait, end - now()), bound);
     }
   } catch (error) {
-    // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
+    // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18):
+    // only if an attempt may have marked it (not one refused outright, whose client may be closed).
     const unmark = backend.releaseShared;
-    if (waiter && unmark)
+    if (waiter && unmark && mayMark)
       releaseBounded(backend, ttl, (s) =>
         unmark.call(backend, { key: what, nonce: waiter, signal: s }),
       ).catch(() => {});

@@ -11,7 +11,8 @@
  * exception: it draws its token from the counter row of its mutex name (`n` and a U+001F
  * `fence` suffix, which no lock name has), so its own row holds no counter and is deleted once it
  * expired (docs/DESIGN.md §17). Not advisory locks: those belong to a session
- * and break on pooled and HTTP drivers.
+ * and break on pooled and HTTP drivers. Shared mode (readers and writers, docs/DESIGN.md §18) uses
+ * the same row: held shared, it lists the live readers and the writer marked waiting.
  *
  * The table: create it with the migration SQL in docs/backends/postgres.md, or pass
  * `createTable: true` to run `CREATE TABLE IF NOT EXISTS` before the first operation.
@@ -92,19 +93,15 @@ const COUNTER = "\u001ffence";
 const FIRE_TAIL = "^(:.+|@[0-9A-F]{64})$";
 
 /**
- * Shared mode (docs/DESIGN.md §18): the nonce of a name's row held shared. Its `owner` is then the
- * readers, a JSON object `{"<nonce>": [expiry, token, owner], ...}` (expiry in µs since the epoch
- * by the database's clock), `fence` the name's counter and `expires_at` the last reader's expiry.
- * No caller's nonce can be it (`nonceArg`), so the exclusive statements count the row as taken
- * until it expires and never as theirs.
+ * Shared mode (docs/DESIGN.md §18): the nonce of a name's row held shared. Its `owner` is then a
+ * JSON object: the readers, `"<nonce>": [expiry, token, owner]`, and the writer marked waiting, if
+ * any, `"": [expiry, waiter id, owner]` (no nonce is empty); expiries in µs since the epoch by the
+ * database's clock. `fence` is the name's counter; `expires_at` the last reader's expiry, or the
+ * time the last reader left while a writer's mark lasts. No caller's nonce can be `*`
+ * (`nonceArg`), so the exclusive statements count the row as taken until `expires_at` and never
+ * as theirs.
  */
 const SHARED = "*";
-
-/**
- * Appended to a lock name for the row of the writer marked waiting on it (one per name: the
- * last refused waiting writer's; nonce its waiter id, `expires_at` when the mark lapses).
- */
-const WRITER = "\u001fwriter";
 
 /** The database's clock now, in µs since the epoch (an int8: exact in any driver's text). */
 const NOW_US = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
@@ -112,22 +109,34 @@ const NOW_US = "(extract(epoch FROM clock_timestamp()) * 1000000)::int8";
 /**
  * The new `(owner, nonce, expires_at` and `cols)` of a name's row after a shared operation, from
  * a sub-select that reads the row `l` (its newest version, under its row lock: docs/DESIGN.md §18).
- * `c` reads the clock once: `now` and `until` (now + `ttl` ms); `old` is the readers of `l` ({}
- * unless it holds shared); `r.live` those still live; `list` (a jsonb of `r`) the readers after.
- * None left: the row is released as an exclusive release leaves it (nonce '', `expires_at` now,
- * owner `gone`, an expression of `s`). Else the list, `*`, and the latest of their expiries.
+ * `c` reads the clock once: `now` and `until` (now + `ttl` ms); `old` is the row's list ({} unless
+ * it holds shared); `r.live` the readers still live and `r.waiting` the writer's mark if live
+ * (`{"": …}`, else {}). `list` (a jsonb of `r`) is the readers after, `mark` the mark after.
+ * Neither left: the row is released as an exclusive release leaves it (nonce '', `expires_at`
+ * now, owner `gone`, an expression of `s`). Else both, `*`, and the latest reader's expiry (now
+ * when only the mark is left: free for a writer, closed to readers).
  */
-function sharedRow({ list, ttl = "0", gone = "''", extra = "", cols = "" }: Record<string, string>): string {
+function sharedRow({
+  list,
+  mark = "r.waiting",
+  ttl = "0",
+  gone = "''",
+  extra = "",
+  cols = "",
+}: Record<string, string>): string {
   const old = `CASE WHEN l.nonce = '${SHARED}' THEN l.owner::jsonb ELSE '{}'::jsonb END`;
   const live =
-    "coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(c.old) WHERE (value->>0)::int8 > c.now), '{}'::jsonb)";
+    "coalesce((SELECT jsonb_object_agg(key, value) FROM jsonb_each(c.old) WHERE key <> '' AND (value ->> 0)::int8 > c.now), '{}'::jsonb)";
+  const waiting =
+    "CASE WHEN (c.old -> '' ->> 0)::int8 > c.now THEN jsonb_build_object('', c.old -> '') ELSE '{}'::jsonb END";
   const last =
-    "'epoch'::timestamptz + (SELECT max((value->>0)::int8) FROM jsonb_each(s.j)) * interval '1 microsecond'";
+    "'epoch'::timestamptz + (SELECT max((value ->> 0)::int8) FROM jsonb_each(s.list)) * interval '1 microsecond'";
   return (
     `(SELECT CASE WHEN s.j = '{}' THEN ${gone} ELSE s.j::text END, CASE WHEN s.j = '{}' THEN '' ELSE '${SHARED}' END, ` +
-    `CASE WHEN s.j = '{}' THEN clock_timestamp() ELSE ${last} END${cols} ` +
-    `FROM (SELECT ${list} AS j, r.* FROM (SELECT c.*, ${live} AS live FROM ` +
-    `(SELECT z.now, z.now + ${ttl}::int8 * 1000 AS until, ${old} AS old${extra} FROM (SELECT ${NOW_US} AS now) z) c) r) s)`
+    `CASE WHEN s.list = '{}' THEN clock_timestamp() ELSE ${last} END${cols} ` +
+    `FROM (SELECT q.*, q.list || q.mark AS j FROM (SELECT ${list} AS list, ${mark} AS mark, r.* FROM ` +
+    `(SELECT c.*, ${live} AS live, ${waiting} AS waiting FROM ` +
+    `(SELECT z.now, z.now + ${ttl}::int8 * 1000 AS until, ${old} AS old${extra} FROM (SELECT ${NOW_US} AS now) z) c) r) q) s)`
   );
 }
 
@@ -139,59 +148,45 @@ function statements(t: string) {
   /**
    * What an acquire answers after the insert `taken`: its fence when granted; else the name's row
    * (`where`: which rows count) as 'taken' with the holder's ms left, or 'done' with a completed
-   * fire's fence and owner; no row at all when none counts.
+   * fire's fence and owner; no row at all when none counts. `marked`: `taken` may also be the row
+   * held shared that marked a waiting writer (its nonce is not $3): 'taken', the ms left.
    */
-  const answer = (where = "") =>
-    "SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken UNION ALL " +
+  const answer = (where = "", marked = false) =>
+    `SELECT 'ok' AS k, fence::text AS n, NULL::text AS o FROM taken${marked ? " WHERE nonce = $3" : ""} UNION ALL ` +
+    (marked ? `SELECT 'taken', ${LEFT}, NULL FROM taken WHERE nonce <> $3 UNION ALL ` : "") +
     `SELECT CASE WHEN nonce = '${DONE}' THEN 'done' ELSE 'taken' END, CASE WHEN nonce = '${DONE}' THEN fence::text ELSE ${LEFT} END, ` +
     `CASE WHEN nonce = '${DONE}' THEN owner END FROM ${t} WHERE name = $1${where} AND NOT EXISTS (SELECT 1 FROM taken)`;
-  /**
-   * The acquire statement whose row to insert (name, owner, nonce, fence, expires_at) is `row`;
-   * `more`: CTEs run after the insert (a waiting writer's mark).
-   */
-  const take = (row: string, more = "") =>
+  /** An exclusive grant's fence: the same when ours and live (a retried acquire), else a fresh one. */
+  const fence =
+    "CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE greatest(l.fence + 1, excluded.fence) END";
+  /** The acquire statement whose row to insert (name, owner, nonce, fence, expires_at) is `row`. */
+  const take = (row: string) =>
     `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) ${row} ` +
-    "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, " +
-    "fence = CASE WHEN l.nonce = excluded.nonce AND l.expires_at > clock_timestamp() THEN l.fence ELSE greatest(l.fence + 1, excluded.fence) END " +
-    `WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence)${more} ${answer()}`;
+    `ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = excluded.expires_at, fence = ${fence} ` +
+    `WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce RETURNING fence) ${answer()}`;
   /**
-   * Shared mode (§18): after a waiting writer's attempt, the writer's mark row `m` (the name and
-   * WRITER): refused (not by a completed fire's record), it holds the waiter `w` until the attempt's
-   * ttl ($4) from now, or the mark's own end if later; granted, the mark goes if it is `w`'s. Both
-   * run after `taken`, which they read: the name's row is locked before the mark's (every
-   * statement locks them in that order, so none waits for another in a cycle).
-   */
-  const marking = (m: string, w: string) =>
-    `, mark AS (INSERT INTO ${t} AS m (name, owner, nonce, fence, expires_at) SELECT ${m}, $2, ${w}, 0, ${UNTIL} ` +
-    `WHERE NOT EXISTS (SELECT 1 FROM taken) AND NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND nonce = '${DONE}' AND expires_at > clock_timestamp()) ` +
-    "ON CONFLICT (name) DO UPDATE SET owner = excluded.owner, nonce = excluded.nonce, expires_at = greatest(m.expires_at, excluded.expires_at)), " +
-    `unmark AS (DELETE FROM ${t} WHERE name = ${m} AND nonce = ${w} AND EXISTS (SELECT 1 FROM taken))`;
-  const acquireRow = `VALUES ($1, $2, $3, coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1, ${UNTIL})`;
-  /**
-   * A fire's key ($6 its mutex name, $5 that name's counter row): unless `held` (the fire's row
-   * is held by another), the counter row (locked by its upsert, so fires of one name never share
-   * a token) moves above itself, the name's row and the fire's row; `c` answers that fence.
+   * A fire's key ($6 its mutex name, $5 that name's counter row): unless `held` (the fire's row is
+   * held by another), the counter row (locked by its upsert, so fires of one name never share a
+   * token) moves above itself, the name's row and the fire's row; `c` answers that fence.
    */
   const counter = (held: string) =>
     `WITH c AS (INSERT INTO ${t} AS c (name, owner, nonce, fence, expires_at) SELECT $5, '', '', ` +
     `greatest(coalesce((SELECT fence FROM ${t} WHERE name = $6), 0), coalesce((SELECT fence FROM ${t} WHERE name = $1), 0)) + 1, '-infinity' ` +
     `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = $1 AND ${held} AND expires_at > clock_timestamp()) ` +
     "ON CONFLICT (name) DO UPDATE SET fence = greatest(c.fence + 1, excluded.fence) RETURNING fence), ";
-  const fire = (more = "") =>
-    counter("nonce <> $3") + take(`SELECT $1, $2, $3, fence, ${UNTIL} FROM c`, more).slice("WITH ".length);
+  const acquireRow = `VALUES ($1, $2, $3, coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1, ${UNTIL})`;
   /**
    * Shared mode (§18): a reader takes the name's row ($1; $2 owner, $3 nonce, $4 ttl) when it is
-   * held shared or not live, and no writer's mark (`m`) is live; `token`: a sub-select answering `f`,
-   * the next token when the row is new. The row's readers become those still live and this one
-   * (its expiry, token and owner), with a fresh token above the row's fence; the row expires with
-   * the last of them. Refused: 'taken' with the exclusive holder's ms left, 'done', or no row.
+   * held shared or not live, and no writer's mark in it is live; `token`: a sub-select answering
+   * `f`, the next token when the row is new. The row's readers become those still live and this
+   * one (its expiry, token and owner), with a fresh token above the row's fence; the row expires
+   * with the last of them. Refused: 'taken' with the exclusive holder's ms left, 'done', or no row.
    */
-  const takeShared = (token: string, m: string) =>
+  const takeShared = (token: string) =>
     `INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) SELECT $1, ` +
     `jsonb_build_object($3::text, jsonb_build_array(x.until, x.f, $2::text))::text, '${SHARED}', x.f, ` +
     "'epoch'::timestamptz + x.until * interval '1 microsecond' " +
     `FROM (SELECT f, ${NOW_US} + $4::int8 * 1000 AS until FROM ${token} y) x ` +
-    `WHERE NOT EXISTS (SELECT 1 FROM ${t} WHERE name = ${m} AND expires_at > clock_timestamp()) ` +
     "ON CONFLICT (name) DO UPDATE SET (owner, nonce, expires_at, fence) = " +
     sharedRow({
       list: "r.live || jsonb_build_object($3::text, jsonb_build_array(r.until, r.tok, $2::text))",
@@ -199,11 +194,12 @@ function statements(t: string) {
       extra: ", greatest(l.fence + 1, excluded.fence) AS tok",
       cols: ", s.tok",
     }) +
-    ` WHERE l.nonce = '${SHARED}' OR l.expires_at <= clock_timestamp() RETURNING fence) ` +
+    ` WHERE (l.nonce = '${SHARED}' OR l.expires_at <= clock_timestamp()) AND NOT coalesce(CASE WHEN l.nonce = '${SHARED}' ` +
+    `THEN (l.owner::jsonb -> '' ->> 0)::int8 > ${NOW_US} END, false) RETURNING fence) ` +
     answer(` AND nonce <> '${SHARED}' AND expires_at > clock_timestamp()`);
-  /** The shared row of $1 if the reader $2's expiry (µs) meets `test` (its owner read as JSON only then). */
+  /** The shared row of $1 whose list meets `test` (the row's owner read as JSON only then). */
   const readerOf = (test: string) =>
-    `name = $1 AND nonce = '${SHARED}' AND CASE WHEN nonce = '${SHARED}' THEN (owner::jsonb -> $2::text ->> 0)::int8 ${test} END`;
+    `name = $1 AND nonce = '${SHARED}' AND CASE WHEN nonce = '${SHARED}' THEN ${test} END`;
   return {
     create: `CREATE TABLE IF NOT EXISTS ${t} ${columns}`,
     // Free, expired or already ours: take it (a fresh fence, above the name's row and its counter
@@ -211,14 +207,29 @@ function statements(t: string) {
     // insert, and the holder's ms left; held by a completed fire's record (complete): 'done', the
     // runner's fence and owner.
     acquire: take(acquireRow),
-    acquireFire: fire(),
-    // The same, by a waiting writer ($6 its mark row, $7 its waiter id; a fire's: $7, $8).
-    acquireWaiting: take(acquireRow, marking("$6", "$7")),
-    acquireFireWaiting: fire(marking("$7", "$8")),
-    // Shared mode (§18; $5 the counter row, $6 the writer's mark row; a fire's key: $6 its mutex
-    // name, $7 the mark, and its token drawn as acquireFire's unless an exclusive lease holds it).
-    acquireShared: `WITH taken AS (${takeShared(`(SELECT coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1 AS f)`, "$6")}`,
-    acquireSharedFire: `${counter(`nonce <> '${SHARED}'`)}taken AS (${takeShared("(SELECT fence AS f FROM c)", "$7")}`,
+    // A fire's key, with its token from its mutex name's counter row (`counter`).
+    acquireFire:
+      counter("nonce <> $3") + take(`SELECT $1, $2, $3, fence, ${UNTIL} FROM c`).slice("WITH ".length),
+    // Shared mode (§18): acquire by a waiting writer ($6 its waiter id). Granted as acquire; refused
+    // by readers (the row held shared and live), the row marks it waiting in the same write: the
+    // mark `""` holds the waiter until its ttl from now (or the mark's own end, if later). Refused
+    // by an exclusive holder or a record, nothing is written.
+    acquireWaiting:
+      `WITH taken AS (INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) ${acquireRow} ` +
+      "ON CONFLICT (name) DO UPDATE SET (owner, nonce, expires_at, fence) = (SELECT CASE WHEN z.g THEN excluded.owner ELSE m.o END, " +
+      `CASE WHEN z.g THEN excluded.nonce ELSE m.n END, CASE WHEN z.g THEN excluded.expires_at ELSE m.e END, CASE WHEN z.g THEN ${fence} ELSE l.fence END ` +
+      "FROM (SELECT l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce AS g) z, " +
+      sharedRow({
+        list: "r.live",
+        mark: "jsonb_build_object('', jsonb_build_array(greatest(r.until, (r.waiting -> '' ->> 0)::int8), $6::text, $2::text))",
+        ttl: "$4",
+      }) +
+      ` m(o, n, e)) WHERE l.expires_at <= clock_timestamp() OR l.nonce = excluded.nonce OR l.nonce = '${SHARED}' ` +
+      `RETURNING fence, nonce, expires_at) ${answer("", true)}`,
+    // Shared mode (§18; $5 the counter row; a fire's key: $6 its mutex name, and its token drawn as
+    // acquireFire's unless an exclusive lease holds the key).
+    acquireShared: `WITH taken AS (${takeShared(`(SELECT coalesce((SELECT fence FROM ${t} WHERE name = $5), 0) + 1 AS f)`)}`,
+    acquireSharedFire: `${counter(`nonce <> '${SHARED}'`)}taken AS (${takeShared("(SELECT fence AS f FROM c)")}`,
     // A live reader $2 lasts $3 ms from now; the row expires with the last reader.
     renewShared:
       `UPDATE ${t} AS l SET (owner, nonce, expires_at) = ` +
@@ -226,16 +237,18 @@ function statements(t: string) {
         list: "r.live || jsonb_build_object($2::text, jsonb_build_array(r.until, r.old -> $2::text -> 1, r.old -> $2::text -> 2))",
         ttl: "$3",
       }) +
-      ` WHERE ${readerOf(`> ${NOW_US}`)} RETURNING fence::text AS n`,
-    // The reader $2 goes (and the readers expired); the row expires with the last reader left, or
-    // is released with none. Then the mark row $3 goes if it is the waiter $2's (a writer that gave
-    // up) or has lapsed.
+      ` WHERE ${readerOf(`(owner::jsonb -> $2::text ->> 0)::int8 > ${NOW_US}`)} RETURNING fence::text AS n`,
+    // The reader $2 goes, or the mark if it is the waiter $2's (a writer that gave up), and so do
+    // the readers and mark that lapsed; the row expires with the last reader left, or is released
+    // with neither.
     releaseShared:
-      `WITH freed AS (UPDATE ${t} AS l SET (owner, nonce, expires_at) = ` +
-      sharedRow({ list: "r.live - $2::text", gone: "s.old -> $2::text ->> 2" }) +
-      ` WHERE ${readerOf("IS NOT NULL")} RETURNING fence), ` +
-      `m AS (DELETE FROM ${t} WHERE name = $3 AND (nonce = $2 OR expires_at <= clock_timestamp()) AND (SELECT count(*) FROM freed) >= 0) ` +
-      "SELECT fence::text AS n FROM freed",
+      `UPDATE ${t} AS l SET (owner, nonce, expires_at) = ` +
+      sharedRow({
+        list: "r.live - $2::text",
+        mark: "CASE WHEN r.waiting -> '' ->> 1 = $2::text THEN '{}'::jsonb ELSE r.waiting END",
+        gone: "coalesce(s.old -> $2::text ->> 2, s.old -> '' ->> 2, '')",
+      }) +
+      ` WHERE ${readerOf("(owner::jsonb -> $2::text) IS NOT NULL OR owner::jsonb -> '' ->> 1 = $2::text")} RETURNING fence::text AS n`,
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
     release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
     // The row's fence is both the lease's token and the name's counter: raising it raises both;
@@ -251,7 +264,7 @@ function statements(t: string) {
       `WHERE name = $1 AND nonce <> '${SHARED}' AND expires_at > clock_timestamp() UNION ALL ` +
       "(SELECT value ->> 2, value ->> 1, ceil(((value ->> 0)::int8 - now) / 1000.0)::int8::text, 'false', (count(*) OVER ())::text " +
       `FROM (SELECT owner::jsonb AS j, ${NOW_US} AS now FROM ${t} WHERE name = $1 AND nonce = '${SHARED}') s, jsonb_each(s.j) ` +
-      "WHERE (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
+      "WHERE key <> '' AND (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
     // which keep their own counter, nor counter rows) are deleted: they hold no counter (acquireFire).
@@ -441,16 +454,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const name = counterOf(key);
       const params = [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER];
       if (name !== key) params.push(name);
-      // A waiting writer's attempt marks it waiting, or unmarks it when granted (§18).
-      if (waiter !== undefined) params.push(key + WRITER, nonceArg(waiter));
-      const text =
-        name === key
-          ? waiter === undefined
-            ? sql.acquire
-            : sql.acquireWaiting
-          : waiter === undefined
-            ? sql.acquireFire
-            : sql.acquireFireWaiting;
+      // A waiting writer's attempt refused by readers marks it waiting (§18); a fire's key is
+      // not marked (runOnce never waits in shared mode).
+      const waiting = waiter !== undefined && name === key;
+      if (waiting) params.push(nonceArg(waiter));
+      const text = name !== key ? sql.acquireFire : waiting ? sql.acquireWaiting : sql.acquire;
       return answerOf(await call(text, params, signal));
     },
 
@@ -459,7 +467,6 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       const name = counterOf(key);
       const params = [key, owner, nonceArg(nonce), ttlArg(ttl), name + COUNTER];
       if (name !== key) params.push(name);
-      params.push(key + WRITER);
       return answerOf(await call(name === key ? sql.acquireShared : sql.acquireSharedFire, params, signal));
     },
 
@@ -470,7 +477,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     },
 
     async releaseShared({ key, nonce, signal }): Promise<void> {
-      const rows = await call(sql.releaseShared, [key, nonceArg(nonce), key + WRITER], signal);
+      const rows = await call(sql.releaseShared, [key, nonceArg(nonce)], signal);
       if (rows.length > 1) throw malformed(rows);
     },
 

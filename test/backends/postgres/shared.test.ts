@@ -1,7 +1,7 @@
 // Shared mode on the postgres backend (docs/DESIGN.md §18), against the real PostgreSQL server the
 // harness starts: each shared operation (and a waiting writer's attempt) is one statement; the
-// rows it writes (the name's row held shared lists its readers; a waiting writer's mark is a row
-// beside it; nothing is left after the last release beyond what exclusive mode leaves); the
+// row it writes (the name's row held shared lists its readers and the waiting writer's mark;
+// nothing is left after the last release beyond what exclusive mode leaves); the
 // statements under READ COMMITTED when they meet on the name's row (each interleaving made
 // deterministic by a transaction of the test's own that holds the row lock, and shown waiting in
 // pg_stat_activity); and a hammer of readers and writers over many connections of pg and
@@ -13,6 +13,7 @@ import type { AcquireResult, Backend } from "../../../src/backend.ts";
 import { postgres } from "../../../src/backends/postgres/index.ts";
 import { createMutex, type Lease } from "../../../src/index.ts";
 import { sleep } from "../../../src/time.ts";
+import { registerSecret } from "../../harness/secrets.ts";
 import { ctx } from "./clients.ts";
 
 const pool = new pg.Pool({ connectionString: ctx.url, max: 20 });
@@ -38,7 +39,7 @@ function counted(): { backend: Backend; statements: () => number } {
   return { backend: postgres(client, { table: TABLE, createTable: true }), statements: () => statements };
 }
 
-/** Every row of the name `key` and of its own (the writer's mark: the name and U+001F), by name. */
+/** Every row of the name `key` and any of its own (a name and U+001F: none in shared mode), by name. */
 async function rowsOf(key: string) {
   const { rows } = await pool.query(
     `SELECT name, owner, nonce, fence::text AS fence, expires_at > clock_timestamp() AS live FROM "${TABLE}" ` +
@@ -53,8 +54,12 @@ beforeAll(async () => {
   await counted().backend.inspect({ key: "create the table" });
 });
 
-/** A reader's entry in the row's list: [expiry in µs since the epoch, token, owner]. */
-type Entry = [number, number, string];
+/**
+ * An entry of the list of a row held shared: a reader's [expiry in µs since the epoch, token,
+ * owner], or under the key "" the waiting writer's [expiry, waiter id, owner].
+ */
+type Entry = [number, number | string, string];
+const listOf = async (key: string) => JSON.parse((await rowsOf(key))[0]!.owner) as Record<string, Entry>;
 
 describe("postgres: shared mode, one statement per operation", () => {
   it("acquireShared, renewShared, releaseShared, inspect and a waiting writer's attempt are one statement each, granted or refused", async () => {
@@ -99,7 +104,7 @@ describe("postgres: shared mode, one statement per operation", () => {
 });
 
 describe("postgres: shared mode's rows", () => {
-  it("the name's row lists its readers and lasts as long as the longest-lived; a waiting writer's mark is a row beside it; nothing is left after the last release beyond what exclusive mode leaves", async () => {
+  it("the name's row lists its readers and lasts as long as the longest-lived; a waiting writer's mark is in it; nothing is left after the last release beyond what exclusive mode leaves", async () => {
     const { backend } = counted();
     const key = unique("rows");
     const make = (owner: string, ttl: number) =>
@@ -127,7 +132,7 @@ describe("postgres: shared mode's rows", () => {
     expect(await expiry()).toBeGreaterThan(10_000);
     expect(await backend.inspect({ key })).toMatchObject({ owner: "long", token: long.token, readers: 2 });
 
-    // A writer waits: its mark is the row `key` U+001F `writer`, its waiter id as nonce.
+    // A writer waits: its mark is the list's entry "", with its waiter id and owner; no other row.
     let marked = (): void => {};
     const refused = new Promise<void>((resolve) => {
       marked = resolve;
@@ -142,8 +147,8 @@ describe("postgres: shared mode's rows", () => {
       },
     }).acquire({ timeout: 15_000 });
     await refused;
-    const mark = (await rowsOf(key))[1]!;
-    expect(mark).toMatchObject({ name: `${key}\u001fwriter`, owner: "writer", fence: "0", live: true });
+    expect((await rowsOf(key)).length).toBe(1);
+    expect((await listOf(key))[""]).toEqual([expect.any(Number), expect.any(String), "writer"]);
     await long.release();
     // The one left: the row now expires with it.
     expect(await expiry()).toBeLessThanOrEqual(2_000);
@@ -151,7 +156,7 @@ describe("postgres: shared mode's rows", () => {
     await short.release();
     const w = await writing;
     expect(w.token).toBeGreaterThan(long.token);
-    // Served: its mark is gone; the name's row is the writer's.
+    // Served: the name's row is the writer's, the mark gone with the list.
     expect(await rowsOf(key)).toEqual([
       { name: key, owner: "writer", nonce: expect.any(String), fence: String(w.token), live: true },
     ]);
@@ -170,27 +175,60 @@ describe("postgres: shared mode's rows", () => {
     ]);
   });
 
-  it("a writer that gives up is unmarked by releaseShared with its waiter id; a lapsed mark is swept by the next release", async () => {
+  it("a writer that gives up is unmarked by releaseShared with its waiter id; a lapsed mark goes with the next write", async () => {
     const { backend } = counted();
     const key = unique("unmark");
     const base = { key, ttl: 10_000 };
+    const marks = async () => (await listOf(key))[""]?.[1];
     expect((await backend.acquireShared!({ ...base, owner: "r", nonce: "r" })).ok).toBe(true);
     expect((await backend.acquire({ ...base, owner: "w", nonce: "w", waiter: "gave-up" })).ok).toBe(false);
-    expect((await rowsOf(key)).length).toBe(2);
+    expect(await marks()).toBe("gave-up");
     await backend.releaseShared!({ key, nonce: "someone else" });
-    expect((await rowsOf(key)).length).toBe(2);
+    expect(await marks()).toBe("gave-up");
     await backend.releaseShared!({ key, nonce: "gave-up" });
-    expect((await rowsOf(key)).map((r) => r.nonce)).toEqual(["*"]);
-    // A crashed writer's mark lapses after its ttl, and the next release sweeps it.
+    expect(Object.keys(await listOf(key))).toEqual(["r"]);
+    // A crashed writer's mark lapses after its ttl, and goes with the next write of the row.
     expect((await backend.acquire({ ...base, ttl: 200, owner: "w", nonce: "w", waiter: "crashed" })).ok).toBe(
       false,
     );
     expect((await backend.acquireShared!({ ...base, owner: "r2", nonce: "r2" })).ok).toBe(false);
     await sleep(400);
     expect((await backend.acquireShared!({ ...base, owner: "r2", nonce: "r2" })).ok).toBe(true);
+    expect(Object.keys(await listOf(key)).sort()).toEqual(["r", "r2"]);
+    // The readers leave while a writer waits: the row is free for a writer, closed to readers.
+    expect((await backend.acquire({ ...base, owner: "w", nonce: "w", waiter: "waits" })).ok).toBe(false);
     await backend.releaseShared!({ key, nonce: "r" });
     await backend.releaseShared!({ key, nonce: "r2" });
-    expect((await rowsOf(key)).map((r) => [r.nonce, r.live])).toEqual([["", false]]);
+    expect((await rowsOf(key)).map((r) => [r.nonce, r.live])).toEqual([["*", false]]);
+    expect(await backend.inspect({ key })).toBeNull();
+    expect((await backend.acquireShared!({ ...base, owner: "r3", nonce: "r3" })).ok).toBe(false);
+    // It gives up: the row is released as an exclusive release leaves it.
+    await backend.releaseShared!({ key, nonce: "waits" });
+    expect((await rowsOf(key)).map((r) => [r.owner, r.nonce, r.live])).toEqual([["w", "", false]]);
+    expect((await backend.acquireShared!({ ...base, owner: "r3", nonce: "r3" })).ok).toBe(true);
+    await backend.releaseShared!({ key, nonce: "r3" });
+  });
+
+  it("a waiting writer refused outright (a wrong password) sends nothing after it gives up: postgres.js's end() is not left waiting", async () => {
+    const wrong = `wrong-${crypto.randomUUID()}`;
+    registerSecret(wrong);
+    const url = ctx.url.replace(ctx.password, wrong);
+    const bad = postgresJs(url, { onnotice: () => {} });
+    let statements = 0;
+    const client = {
+      unsafe: (text: string, params: string[]) => {
+        statements++;
+        return bad.unsafe(text, params);
+      },
+    };
+    const error = await createMutex(postgres(client), { name: unique("wrong"), ttl: 1_000 })
+      .acquire({ timeout: 10_000 })
+      .catch((e: unknown) => e);
+    expect(error).toMatchObject({ code: "ERR_BACKEND_AUTH" });
+    await sleep(200);
+    // No background releaseShared of a mark no attempt could have written (§18).
+    expect(statements).toBe(1);
+    await bad.end({ timeout: 5 });
   });
 
   it("refuses the nonce *, which would read a row held shared as its own", async () => {
@@ -243,8 +281,7 @@ describe("postgres: shared mode under READ COMMITTED, where statements meet on t
     }
   }
   const base = (key: string, nonce: string, ttl = 10_000) => ({ key, owner: nonce, nonce, ttl });
-  const listOf = async (key: string) =>
-    Object.keys(JSON.parse((await rowsOf(key))[0]!.owner) as Record<string, Entry>).sort();
+  const readersOf = async (key: string) => Object.keys(await listOf(key)).sort();
 
   it("two readers inserting the name's row at once: both hold, with increasing tokens", async () => {
     const key = unique("two-readers");
@@ -254,7 +291,7 @@ describe("postgres: shared mode under READ COMMITTED, where statements meet on t
     );
     expect(a).toEqual({ ok: true, token: 1 });
     expect(b).toEqual({ ok: true, token: 2 });
-    expect(await listOf(key)).toEqual(["a", "b"]);
+    expect(await readersOf(key)).toEqual(["a", "b"]);
   });
 
   it("a reader and a writer at once, either first: the second is refused", async () => {
@@ -270,6 +307,17 @@ describe("postgres: shared mode under READ COMMITTED, where statements meet on t
       (p) => p.acquireShared!(base(other, "r")),
     );
     expect([w2.ok, r2.ok]).toEqual([true, false]);
+  });
+
+  it("a writer marked waiting while a new reader's acquire runs: the reader is refused, though its snapshot saw no mark", async () => {
+    const key = unique("mark-reader");
+    expect((await counted().backend.acquireShared!(base(key, "r"))).ok).toBe(true);
+    const [w, r] = await interleave<AcquireResult, AcquireResult>(
+      (t) => t.acquire({ ...base(key, "w"), waiter: "writer" }),
+      (p) => p.acquireShared!(base(key, "late")),
+    );
+    expect([w.ok, r.ok]).toEqual([false, false]);
+    expect(await readersOf(key)).toEqual(["", "r"]);
   });
 
   it("a reader renewing while a writer's attempt runs: the writer sees the renewed reader, though its snapshot saw it expired", async () => {
@@ -296,7 +344,7 @@ describe("postgres: shared mode under READ COMMITTED, where statements meet on t
       (p) => p.renewShared!({ key, nonce: "b", ttl: 20_000 }),
     );
     expect(renewed).toBe(true);
-    expect(await listOf(key)).toEqual(["b"]);
+    expect(await readersOf(key)).toEqual(["b"]);
   });
 
   it("two readers releasing at once: the second frees the row, the lock is free at once", async () => {
