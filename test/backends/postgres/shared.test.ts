@@ -109,8 +109,8 @@ describe("postgres: shared mode's rows", () => {
     const key = unique("rows");
     const make = (owner: string, ttl: number) =>
       createMutex(backend, { name: key, owner, ttl, renew: false, retryDelay: 50 });
-    const short = (await make("short", 2_000).tryAcquire(shared))!;
-    const long = (await make("long", 20_000).tryAcquire(shared))!;
+    const short = (await make("short", 5_000).tryAcquire(shared))!;
+    const long = (await make("long", 30_000).tryAcquire(shared))!;
     const [row, ...others] = await rowsOf(key);
     expect(others).toEqual([]);
     expect(row).toMatchObject({ name: key, nonce: "*", fence: String(long.token), live: true });
@@ -121,7 +121,7 @@ describe("postgres: shared mode's rows", () => {
         [long.token, "long"],
       ]),
     );
-    // The row expires with the longest-lived reader (20 s), not the newest or the first.
+    // The row expires with the longest-lived reader (30 s), not the newest or the first.
     const expiry = async () =>
       (
         await pool.query(
@@ -129,7 +129,7 @@ describe("postgres: shared mode's rows", () => {
           [key],
         )
       ).rows[0].left as number;
-    expect(await expiry()).toBeGreaterThan(10_000);
+    expect(await expiry()).toBeGreaterThan(20_000);
     expect(await backend.inspect({ key })).toMatchObject({ owner: "long", token: long.token, readers: 2 });
 
     // A writer waits: its mark is the list's entry "", with its waiter id and owner; no other row.
@@ -151,7 +151,7 @@ describe("postgres: shared mode's rows", () => {
     expect((await listOf(key))[""]).toEqual([expect.any(Number), expect.any(String), "writer"]);
     await long.release();
     // The one left: the row now expires with it.
-    expect(await expiry()).toBeLessThanOrEqual(2_000);
+    expect(await expiry()).toBeLessThanOrEqual(5_000);
     expect(await backend.inspect({ key })).toMatchObject({ owner: "short", token: short.token, readers: 1 });
     await short.release();
     const w = await writing;
@@ -188,11 +188,11 @@ describe("postgres: shared mode's rows", () => {
     await backend.releaseShared!({ key, nonce: "gave-up" });
     expect(Object.keys(await listOf(key))).toEqual(["r"]);
     // A crashed writer's mark lapses after its ttl, and goes with the next write of the row.
-    expect((await backend.acquire({ ...base, ttl: 200, owner: "w", nonce: "w", waiter: "crashed" })).ok).toBe(
-      false,
-    );
+    expect(
+      (await backend.acquire({ ...base, ttl: 1_000, owner: "w", nonce: "w", waiter: "crashed" })).ok,
+    ).toBe(false);
     expect((await backend.acquireShared!({ ...base, owner: "r2", nonce: "r2" })).ok).toBe(false);
-    await sleep(400);
+    await sleep(1_300);
     expect((await backend.acquireShared!({ ...base, owner: "r2", nonce: "r2" })).ok).toBe(true);
     expect(Object.keys(await listOf(key)).sort()).toEqual(["r", "r2"]);
     // The readers leave while a writer waits: the row is free for a writer, closed to readers.
@@ -322,11 +322,11 @@ describe("postgres: shared mode under READ COMMITTED, where statements meet on t
 
   it("a reader renewing while a writer's attempt runs: the writer sees the renewed reader, though its snapshot saw it expired", async () => {
     const key = unique("renew-writer");
-    expect((await counted().backend.acquireShared!(base(key, "r", 300))).ok).toBe(true);
+    expect((await counted().backend.acquireShared!(base(key, "r", 1_000))).ok).toBe(true);
     const [renewed, w] = await interleave<boolean, AcquireResult>(
       async (t) => {
         const ok = await t.renewShared!({ key, nonce: "r", ttl: 30_000 });
-        await sleep(500); // the reader's first expiry passes while the renewal is uncommitted
+        await sleep(1_300); // the reader's first expiry passes while the renewal is uncommitted
         return ok;
       },
       (p) => p.acquire(base(key, "w")),
