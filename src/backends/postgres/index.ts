@@ -263,7 +263,7 @@ function statements(t: string) {
       `SELECT owner, fence::text AS n, ${LEFT} AS ttl, (nonce = '${DONE}')::text AS d, NULL::text AS r FROM ${t} ` +
       `WHERE name = $1 AND nonce <> '${SHARED}' AND expires_at > clock_timestamp() UNION ALL ` +
       "(SELECT value ->> 2, value ->> 1, ceil(((value ->> 0)::int8 - now) / 1000.0)::int8::text, 'false', (count(*) OVER ())::text " +
-      `FROM (SELECT owner::jsonb AS j, ${NOW_US} AS now FROM ${t} WHERE name = $1 AND nonce = '${SHARED}') s, jsonb_each(s.j) ` +
+      `FROM (SELECT CASE WHEN nonce = '${SHARED}' THEN owner::jsonb END AS j, ${NOW_US} AS now FROM ${t} WHERE name = $1 AND nonce = '${SHARED}') s, jsonb_each(s.j) ` +
       "WHERE key <> '' AND (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,

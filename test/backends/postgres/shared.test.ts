@@ -404,7 +404,32 @@ describe("postgres: shared mode, a hammer of readers and writers", () => {
         await lease.release();
       }
     };
+    // The row, read while they run: held shared, it expires exactly with the latest reader it
+    // lists (or, with none, holds a writer's mark); never a list beside an exclusive holder.
+    let running = true;
+    let samples = 0;
+    const sampler = (async () => {
+      while (running) {
+        const { rows } = await pool.query(
+          `SELECT nonce, owner, (extract(epoch FROM expires_at) * 1000000)::int8::text AS e FROM "${TABLE}" WHERE name = $1`,
+          [key],
+        );
+        const row = rows[0] as { nonce: string; owner: string; e: string } | undefined;
+        if (row?.nonce === "*") {
+          samples++;
+          const list = JSON.parse(row.owner) as Record<string, Entry>;
+          const readers = Object.entries(list).filter(([k]) => k !== "");
+          const last = Math.max(...readers.map(([, [until]]) => until));
+          if (readers.length > 0 ? String(last) !== row.e : !("" in list))
+            violations.push(`the row ${JSON.stringify(row)} does not expire with its last reader`);
+        }
+        await sleep(5);
+      }
+    })();
     await Promise.all(Array.from({ length: 16 }, (_, w) => worker(w)));
+    running = false;
+    await sampler;
+    expect(samples).toBeGreaterThan(0);
     expect(violations).toEqual([]);
     expect(new Set(tokens).size).toBe(tokens.length);
     expect(counts.exclusive).toBe(48);
