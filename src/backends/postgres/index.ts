@@ -29,7 +29,7 @@
  *
  * @module
  */
-import type { AcquireResult, Backend, HolderInfo } from "../../backend.ts";
+import type { AcquireResult, Backend, HolderInfo, ReleaseRequest, RenewRequest } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { counterOf } from "../../slots.ts";
@@ -446,6 +446,22 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     throw malformed(rows);
   }
 
+  /** A renew by the statement `text` (exclusive or shared): whether `nonce` held the lease. */
+  const renewing =
+    (text: string) =>
+    async ({ key, nonce, ttl, signal }: RenewRequest): Promise<boolean> => {
+      const rows = await call(text, [key, nonceArg(nonce), ttlArg(ttl)], signal);
+      if (rows.length > 1) throw malformed(rows);
+      return rows.length === 1;
+    };
+  /** A release by the statement `text` (exclusive or shared). */
+  const releasing =
+    (text: string) =>
+    async ({ key, nonce, signal }: ReleaseRequest): Promise<void> => {
+      const rows = await call(text, [key, nonceArg(nonce)], signal);
+      if (rows.length > 1) throw malformed(rows);
+    };
+
   return {
     name: NAME,
 
@@ -470,27 +486,10 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       return answerOf(await call(name === key ? sql.acquireShared : sql.acquireSharedFire, params, signal));
     },
 
-    async renewShared({ key, nonce, ttl, signal }): Promise<boolean> {
-      const rows = await call(sql.renewShared, [key, nonceArg(nonce), ttlArg(ttl)], signal);
-      if (rows.length > 1) throw malformed(rows);
-      return rows.length === 1;
-    },
-
-    async releaseShared({ key, nonce, signal }): Promise<void> {
-      const rows = await call(sql.releaseShared, [key, nonceArg(nonce)], signal);
-      if (rows.length > 1) throw malformed(rows);
-    },
-
-    async renew({ key, nonce, ttl, signal }): Promise<boolean> {
-      const rows = await call(sql.renew, [key, nonceArg(nonce), ttlArg(ttl)], signal);
-      if (rows.length > 1) throw malformed(rows);
-      return rows.length === 1;
-    },
-
-    async release({ key, nonce, signal }): Promise<void> {
-      const rows = await call(sql.release, [key, nonceArg(nonce)], signal);
-      if (rows.length > 1) throw malformed(rows);
-    },
+    renewShared: renewing(sql.renewShared),
+    releaseShared: releasing(sql.releaseShared),
+    renew: renewing(sql.renew),
+    release: releasing(sql.release),
 
     async raiseFence({ key, nonce, token, signal }): Promise<boolean> {
       check(Number.isSafeInteger(token) && token > 0, `[${NAME}]`, "token must be a positive integer");
