@@ -231,6 +231,37 @@ describe("postgres: shared mode's rows", () => {
     await bad.end({ timeout: 5 });
   });
 
+  it("a role with only SELECT, INSERT and UPDATE on the table (what exclusive mode needs) holds shared leases and waits as a writer", async () => {
+    const role = `lh_${crypto.randomUUID().slice(0, 8)}`;
+    const password = `pw-${crypto.randomUUID()}`;
+    registerSecret(password);
+    await pool.query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+    await pool.query(`GRANT SELECT, INSERT, UPDATE ON "${TABLE}" TO ${role}`);
+    const url = new URL(ctx.url);
+    url.username = role;
+    url.password = password;
+    const limited = new pg.Pool({ connectionString: url.toString(), max: 2 });
+    try {
+      const backend = postgres(limited, { table: TABLE });
+      const key = unique("privileges");
+      const base = { key, ttl: 10_000 };
+      expect((await backend.acquireShared!({ ...base, owner: "a", nonce: "a" })).ok).toBe(true);
+      expect(await backend.renewShared!({ ...base, nonce: "a" })).toBe(true);
+      expect((await backend.acquire({ ...base, owner: "w", nonce: "w", waiter: "waits" })).ok).toBe(false);
+      await backend.releaseShared!({ key, nonce: "waits" });
+      expect((await backend.acquireShared!({ ...base, owner: "b", nonce: "b" })).ok).toBe(true);
+      expect(await backend.inspect({ key })).toMatchObject({ readers: 2 });
+      for (const nonce of ["a", "b"]) await backend.releaseShared!({ key, nonce });
+      expect(await backend.acquire({ ...base, owner: "w", nonce: "w2", waiter: "waits" })).toMatchObject({
+        ok: true,
+      });
+      await backend.release({ key, nonce: "w2" });
+    } finally {
+      await limited.end();
+      await pool.query(`DROP OWNED BY ${role}; DROP ROLE ${role}`);
+    }
+  });
+
   it("refuses the nonce *, which would read a row held shared as its own", async () => {
     const { backend } = counted();
     await expect((async () => backend.renew({ key: "n", nonce: "*", ttl: 1_000 }))()).rejects.toThrow(
