@@ -3,12 +3,17 @@
 // writer waiting. The conformance suite's own shared-mode checks (src/testing/shared-mode.ts) run
 // against memory stores broken on purpose, one way each, and must fail.
 import { describe, expect, it } from "vitest";
+import { BACKENDS } from "../../scripts/backends.mjs";
 import type { Backend } from "../../src/backend.ts";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { denoKv, type KvLike } from "../../src/backends/deno-kv/index.ts";
 import { dynamodb } from "../../src/backends/dynamodb/index.ts";
 import { memory } from "../../src/backends/memory/index.ts";
+import { postgres } from "../../src/backends/postgres/index.ts";
 import { quorum } from "../../src/backends/quorum/index.ts";
+import { redis } from "../../src/backends/redis/index.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
 import { capabilities, createMutex, createSemaphore, type Lease, type LockEvent } from "../../src/index.ts";
 import { conformanceChecks } from "../../src/testing/index.ts";
 import { sleep } from "../../src/time.ts";
@@ -73,6 +78,42 @@ describe("the mode option", () => {
     expect(requests).toBe(0);
     expect(capabilities(memory())).toEqual({ shared: true, queued: false, once: true });
     expect(capabilities(memory({ expiry: "observed" })).shared).toBe(false);
+  });
+
+  it("the table of backends (README's list of which take shared mode) says what capabilities() says of each", () => {
+    // Made without a store behind them: asking what they can sends nothing.
+    const unused = async (): Promise<never> => {
+      throw new Error("no request may be sent");
+    };
+    const made: Record<string, Backend> = {
+      memory: memory(),
+      upstash: upstash({ url: "https://example.upstash.io", token: "t" }),
+      "azure-blob": azureBlob({
+        connectionString: "UseDevelopmentStorage=true",
+        container: "locks",
+        fetch: unused,
+      }),
+      redis: redis({ evalsha: unused, eval: unused }),
+      postgres: postgres({ query: unused }),
+      quorum: quorum([memory(), memory(), memory()]),
+      "deno-kv": denoKv({ getMany: unused, atomic: unused as never }),
+      cloudflare: durableObject({
+        url: "https://locks.example.com",
+        token: "a-secret-of-32-characters-or-more!",
+      }),
+      dynamodb: dynamodb({
+        table: "locks",
+        region: "us-east-1",
+        credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "x" },
+        fetch: unused,
+      }),
+    };
+    expect(Object.keys(made).sort()).toEqual(BACKENDS.map((row) => row.name).sort());
+    for (const row of BACKENDS)
+      expect({ name: row.name, shared: capabilities(made[row.name]!).shared }).toEqual({
+        name: row.name,
+        shared: row.shared === true,
+      });
   });
 
   it("an unknown mode is a RangeError (a string) or a TypeError (anything else) naming the valid ones", async () => {
