@@ -63,7 +63,7 @@ const LISTS = {
   },
   modes: (from) =>
     table(
-      ["backend", "readers and writers (`mode: \"shared\"`)"],
+      ["backend", 'readers and writers (`mode: "shared"`)'],
       BACKENDS.map((row) => [
         link(from, `\`leasehold/${row.name}\``, docsOf(row)),
         row.shared === true ? "yes" : `no: ${row.shared}`,
