@@ -391,6 +391,34 @@ export function checkBackend(backend: unknown, where: string, what = "backend"):
     );
 }
 
+/** What a backend can do beyond the exclusive lease every backend holds: see {@link capabilities}. */
+export interface Capabilities {
+  /** `mode: "shared"`: readers beside readers ({@link SharedLocks}; docs/DESIGN.md §18). */
+  shared: boolean;
+  /** Waiters wait in line and are handed a freed lock in about one round trip ({@link QueuedAcquire}). */
+  queued: boolean;
+  /** `runOnce` can record a completed fire ({@link FireRecord}). */
+  once: boolean;
+}
+
+/** Whether `b` has the three methods of {@link SharedLocks}. @internal */
+export const canShare = (b: Backend): boolean =>
+  typeof b.acquireShared === "function" &&
+  typeof b.renewShared === "function" &&
+  typeof b.releaseShared === "function";
+
+/**
+ * What `backend` can do beyond the exclusive lease: shared mode, a line for waiters, a record of
+ * completed fires.
+ */
+export function capabilities(backend: Backend): Capabilities {
+  return {
+    shared: canShare(backend),
+    queued: typeof backend.acquireQueued === "function",
+    once: typeof backend.complete === "function",
+  };
+}
+
 /**
  * The part of `fetch` the HTTP backends use. Any standard `fetch` fits; pass your own to add
  * tracing, a proxy or a test double.

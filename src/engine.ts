@@ -189,7 +189,13 @@ export function observe<L extends Lease>(o: Core, attempt: AttemptFn<L>): Attemp
             return r;
           }
           emit({ ...tried, latency, outcome: "granted", token: r.token });
-          emit({ type: "acquired", token: r.token, waited: now() - start, attempts: n });
+          emit({
+            type: "acquired",
+            token: r.token,
+            waited: now() - start,
+            attempts: n,
+            mode: o.mode ?? "exclusive",
+          });
           return r;
         } catch (error) {
           emit({ ...tried, latency: now() - sent, outcome: "error", ...failure(error) });

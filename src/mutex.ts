@@ -1,6 +1,6 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder; a face over the engine (engine.ts),
 // as createSemaphore is. Leader election is election.ts, over a Mutex.
-import type { Backend } from "./backend.ts";
+import { type Backend, canShare, type SharedLocks } from "./backend.ts";
 import {
   type AttemptFn,
   core,
@@ -53,10 +53,13 @@ export interface Mutex {
     options?: MutexAcquireOptions,
   ): Promise<T>;
   /**
-   * The current holder's owner and token, or null. Advisory: it may change right after. Rejects
+   * The current holder's owner and token, or null; held in shared mode, the newest reader's, with
+   * `readers` the number of live shared leases. Advisory: it may change right after. Rejects
    * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
    */
-  holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
+  holder(options?: {
+    signal?: AbortSignal;
+  }): Promise<{ owner: string; token: number; readers?: number } | null>;
 }
 
 /**
@@ -112,7 +115,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     const { signal } = optionsOf("holder", options);
     checkSignal("holder", signal);
     const info = await inspectKey(o, name, signal);
-    return info ? { owner: info.owner, token: info.token } : null;
+    if (!info) return null;
+    const { owner, token, readers } = info;
+    return readers ? { owner, token, readers } : { owner, token };
   };
   const mutex: Mutex = {
     name,
@@ -141,11 +146,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
  */
 function sharedCore(o: Core, where: string): Core {
   const b = o.backend;
-  const { acquireShared, renewShared, releaseShared } = b;
+  const { acquireShared, renewShared, releaseShared } = b as Required<SharedLocks>;
   check(
-    typeof acquireShared === "function" &&
-      typeof renewShared === "function" &&
-      typeof releaseShared === "function",
+    canShare(b),
     `${where}:`,
     `the ${b.name} backend cannot hold shared leases (it lacks acquireShared, renewShared or releaseShared); mode "shared" needs one that can`,
   );

@@ -153,6 +153,17 @@ local v=redis.call("GET",KEYS[1])
 if v and v:sub(1,2)=="*|" then last(KEYS[2]) end
 return 1`;
 
+// KEYS lock, fence, readers; ARGV nonce, token, owner. RAISE for a reader: when the nonce is a
+// live reader of the lock held shared, the lock's token (the newest reader's, now this one) and
+// the fence counter become at least the token (the expiry is kept); 1. Else 0.
+export const RAISE_SHARED: string = `${NOW}
+local s,v=redis.call("ZSCORE",KEYS[3],ARGV[1]),redis.call("GET",KEYS[1])
+if not s or tonumber(s)<=now or not v or v:sub(1,2)~="*|" then return 0 end
+local t=tonumber(ARGV[2])
+if tonumber(v:match("^%*|(%d+)|"))<t then redis.call("SET",KEYS[1],"*|"..ARGV[2].."|"..ARGV[3],"KEEPTTL") end
+if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
+return 1`;
+
 // KEYS readers. How many readers are live.
 export const READERS: string = `${NOW}
 return redis.call("ZCOUNT",KEYS[1],"("..now,"+inf")`;

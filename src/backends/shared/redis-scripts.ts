@@ -24,6 +24,7 @@ import {
   ACQUIRE_WAITING,
   COMPLETE,
   RAISE,
+  RAISE_SHARED,
   READERS,
   RELEASE,
   RELEASE_ANY,
@@ -159,6 +160,8 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     floor: number,
     got: number,
     signal: AbortSignal | undefined,
+    // A reader's grant (§18): raised by RAISE_SHARED, freed by RELEASE_SHARED.
+    reader?: { owner: string },
   ): Promise<number> {
     const token = Math.max(floor, floorOf(key) ?? 0) + 1;
     const lost =
@@ -166,7 +169,10 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       `database lost ${fenceKey(key)}, ${runner.counterLoss}.`;
     let failure: unknown;
     try {
-      if (await ours(RAISE, [lock, fenceKey(key)], [nonce, token], signal)) {
+      const raised = reader
+        ? ours(RAISE_SHARED, [lock, fenceKey(key), `${lock}:readers`], [nonce, token, reader.owner], signal)
+        : ours(RAISE, [lock, fenceKey(key)], [nonce, token], signal);
+      if (await raised) {
         see(key, token);
         const message =
           `[leasehold] [${name}] ${lost} The counter was raised to ${token}, above every token this ` +
@@ -182,7 +188,10 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       if (signal?.aborted && error === signal.reason) throw error;
       failure = error;
     }
-    await evaluate(RELEASE, [lock], [nonce], signal).catch(() => {});
+    await (reader
+      ? evaluate(RELEASE_SHARED, [lock, `${lock}:readers`, `${lock}:writers`], [nonce], signal)
+      : evaluate(RELEASE, [lock], [nonce], signal)
+    ).catch(() => {});
     const why = failure instanceof Error ? failure.message : "the lock was no longer ours";
     throw new BackendError(
       `${lost} Raising it to ${token} failed (${why}), so the lease was not granted and the lock ` +
@@ -244,10 +253,9 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     ) {
       const floor = floors[i];
       see(key, value);
-      // A shared grant is not healed: RAISE is an exclusive holder's (docs/shared-plan.md).
-      if (kind === 2 || floor === undefined || value > floor || variant?.script === ACQUIRE_SHARED)
-        return { ok: true, token: value, index: i };
-      return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal), index: i };
+      if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
+      const reader = variant?.script === ACQUIRE_SHARED ? { owner } : undefined;
+      return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal, reader), index: i };
     }
     if (
       kind === 3 &&
