@@ -300,8 +300,9 @@ export interface FireRecord {
 
 /**
  * Optional capability: shared (reader) leases beside the exclusive ones (docs/DESIGN.md §18). Its
- * three methods come together; their presence is the capability (`typeof backend.acquireShared ===
- * "function"`), and a mutex refuses `mode: "shared"` on a backend without them.
+ * three methods come together on a backend that expires locks itself (not `expiry: "observed"`);
+ * that is the capability (`capabilities(backend).shared`), and a mutex refuses `mode: "shared"` on
+ * a backend without it.
  */
 export interface SharedLocks {
   /**
@@ -401,8 +402,12 @@ export interface Capabilities {
   once: boolean;
 }
 
-/** Whether `b` has the three methods of {@link SharedLocks}. @internal */
+/**
+ * Whether `b` has the three methods of {@link SharedLocks} and expires locks itself: shared leases
+ * have no takeover by observation (docs/DESIGN.md §18). @internal
+ */
 export const canShare = (b: Backend): boolean =>
+  b.expiry !== "observed" &&
   typeof b.acquireShared === "function" &&
   typeof b.renewShared === "function" &&
   typeof b.releaseShared === "function";

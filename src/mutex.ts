@@ -150,7 +150,7 @@ function sharedCore(o: Core, where: string): Core {
   check(
     canShare(b),
     `${where}:`,
-    `the ${b.name} backend cannot hold shared leases (it lacks acquireShared, renewShared or releaseShared); mode "shared" needs one that can`,
+    `the ${b.name} backend cannot hold shared leases (${b.expiry === "observed" ? 'it expires locks by observation, expiry "observed"' : "it lacks acquireShared, renewShared or releaseShared"}); mode "shared" needs one that can`,
   );
   const view: Backend = {
     name: b.name,

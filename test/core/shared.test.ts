@@ -4,7 +4,7 @@
 // against memory stores broken on purpose, one way each, and must fail.
 import { describe, expect, it } from "vitest";
 import { BACKENDS } from "../../scripts/backends.mjs";
-import type { Backend } from "../../src/backend.ts";
+import type { AcquireRequest, Backend } from "../../src/backend.ts";
 import { azureBlob } from "../../src/backends/azure-blob/index.ts";
 import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { denoKv, type KvLike } from "../../src/backends/deno-kv/index.ts";
@@ -14,7 +14,14 @@ import { postgres } from "../../src/backends/postgres/index.ts";
 import { quorum } from "../../src/backends/quorum/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
-import { capabilities, createMutex, createSemaphore, type Lease, type LockEvent } from "../../src/index.ts";
+import {
+  BackendError,
+  capabilities,
+  createMutex,
+  createSemaphore,
+  type Lease,
+  type LockEvent,
+} from "../../src/index.ts";
 import { conformanceChecks } from "../../src/testing/index.ts";
 import { sleep } from "../../src/time.ts";
 
@@ -218,6 +225,73 @@ describe("writer preference: who marks a writer waiting", () => {
     const next = await make("r3").tryAcquire(shared);
     expect(next).not.toBeNull();
     await Promise.all([reader.release(), next?.release()]);
+  });
+});
+
+describe("a waiting writer's mark", () => {
+  /** memory() with its acquire requests' waiters and its releaseShared calls recorded. */
+  const recorded = (fail?: (r: AcquireRequest) => Error | undefined) => {
+    const store = memory();
+    const waiters: (string | undefined)[] = [];
+    const unmarks: string[] = [];
+    const backend: Backend = {
+      ...store,
+      acquire: async (r) => {
+        waiters.push(r.waiter);
+        const error = fail?.(r);
+        if (error) throw error;
+        return store.acquire(r);
+      },
+      releaseShared: async (r) => {
+        unmarks.push(r.nonce);
+        return store.releaseShared!(r);
+      },
+    };
+    return { store, backend, waiters, unmarks };
+  };
+
+  it("is removed on give-up only when an attempt may have left it: refused, or sent and unanswered", async () => {
+    // Refused, then the timeout: one removal, with the waiter's id.
+    const refused = recorded();
+    const reader = (await createMutex(refused.store, { name: "doc" }).tryAcquire(shared))!;
+    await expect(
+      createMutex(refused.backend, { name: "doc", retryDelay: 20 }).acquire({ timeout: 100 }),
+    ).rejects.toThrow();
+    await sleep(10); // sent in the background
+    expect(refused.unmarks).toEqual([refused.waiters[0]]);
+    await reader.release();
+    // A failure that is not retried (the request was not applied): nothing to remove.
+    const denied = recorded(() => new BackendError("denied", { backend: "memory", retryable: false }));
+    await expect(createMutex(denied.backend, { name: "doc" }).acquire({ timeout: 1_000 })).rejects.toThrow(
+      /denied/,
+    );
+    await sleep(10);
+    expect(denied.waiters).toHaveLength(1);
+    expect(denied.unmarks).toEqual([]);
+    // A retried failure (the request may have been applied): removed.
+    const lost = recorded((r) =>
+      r.waiter ? new BackendError("no answer", { backend: "memory", retryable: true }) : undefined,
+    );
+    await expect(
+      createMutex(lost.backend, { name: "doc", retryDelay: 20 }).acquire({ timeout: 100, onError: () => {} }),
+    ).rejects.toThrow();
+    await sleep(10);
+    expect(lost.unmarks).toEqual([lost.waiters[0]]);
+  });
+
+  it("goes with the grant on every key: readers get in at once after writers that waited", async () => {
+    const store = memory();
+    for (let i = 0; i < 50; i++) {
+      const name = `k${i}`;
+      const holder = (await createMutex(store, { name }).tryAcquire())!;
+      const waiting = createMutex(store, { name, retryDelay: 5 }).acquire({ timeout: 2_000 });
+      await sleep(15); // refused at least once: marked
+      await holder.release();
+      await (await waiting).release();
+    }
+    // Every key's marks went with their grants: a reader gets in on each at once.
+    for (let i = 0; i < 50; i++)
+      expect(await createMutex(store, { name: `k${i}` }).tryAcquire(shared)).not.toBeNull();
   });
 });
 

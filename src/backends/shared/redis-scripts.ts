@@ -25,7 +25,6 @@ import {
   COMPLETE,
   RAISE,
   RAISE_SHARED,
-  READERS,
   RELEASE,
   RELEASE_ANY,
   RELEASE_SHARED,
@@ -73,7 +72,10 @@ export interface ScriptRunner {
   prefix: string;
   /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RELEASE_ANY, RAISE, COMPLETE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
-  /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
+  /**
+   * Runs INSPECT on the lock key `key` and its readers `key:readers` (or reads the same): null,
+   * `[value, pttl]`, or for a lock held shared `[value, pttl, live readers]`.
+   */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
   /** The error for a reply that is none of the expected ones. */
   malformed(reply: unknown): BackendError;
@@ -339,10 +341,15 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     async inspect({ key, signal }): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
-      if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== "string" || typeof r[1] !== "number") {
+      if (
+        !Array.isArray(r) ||
+        r.length !== (typeof r[0] === "string" && r[0].startsWith("*|") ? 3 : 2) ||
+        typeof r[0] !== "string" ||
+        !r.slice(1).every((n) => Number.isSafeInteger(n))
+      ) {
         throw malformed(r);
       }
-      const [value, pttl] = r as [string, number];
+      const [value, pttl, readers] = r as [string, number, number?];
       // `nonce|token|owner`
       const m = /^[^|]*\|(\d+)\|/.exec(value);
       const token = Number(m?.[1]);
@@ -356,12 +363,8 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       const holder: HolderInfo = { owner: value.slice(m![0].length), token };
       if (pttl > 0) holder.ttlLeft = pttl;
       if (value.startsWith("|")) holder.done = true; // a completed fire's record (COMPLETE)
-      if (value.startsWith("*|")) {
-        // Held shared (§18): the newest reader, and how many are live (a second request).
-        const readers = await evaluate(READERS, [`${lockKey(key)}:readers`], [], signal);
-        if (!(Number.isSafeInteger(readers) && (readers as number) >= 0)) throw malformed(readers);
-        holder.readers = readers as number;
-      }
+      // Held shared (§18): the newest reader granted, and how many are live.
+      if (readers !== undefined) holder.readers = readers;
       return holder;
     },
   };
