@@ -174,7 +174,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       // one names the operation in its message when the request is malformed.)
       const added = ADDED[r.op];
       if (status === 400 && added && !error.includes(r.op))
-        error = `the Worker's LeaseholdLock or lockHandler predates ${added}; deploy this leasehold version to the Worker (${error})`;
+        error = `the Worker's LeaseholdLock or lockHandler predates ${added}; redeploy the Worker with this leasehold version (${error})`;
       throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 300)}` : ""}`, {
         backend: NAME,
         status,

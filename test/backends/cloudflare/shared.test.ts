@@ -268,8 +268,9 @@ describe("a Worker from before shared mode", () => {
     });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: string }).error).toMatch(/^op must be acquire, /);
-    // A double of a Worker from before shared mode (the route's and the object's 400, word for
-    // word as they answered then): an older Worker cannot be started here.
+    // A double of a Worker from before shared mode: its route's and object's 400, word for word
+    // (compared once with the real object and route of the commit before shared mode, built from
+    // git history and run in workerd; the suite does not depend on the history being there).
     let requests = 0;
     const old = durableObject({
       url: ctx.url,
@@ -295,7 +296,7 @@ describe("a Worker from before shared mode", () => {
       expect(error).toBeInstanceOf(BackendError);
       expect(error).toMatchObject({ retryable: false, status: 400 });
       expect((error as Error).message).toContain(
-        `predates shared mode (mode: "shared"); deploy this leasehold version to the Worker`,
+        `predates shared mode (mode: "shared"); redeploy the Worker with this leasehold version`,
       );
     }
     const name = unique();
