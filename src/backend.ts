@@ -315,8 +315,14 @@ export interface SharedLocks {
    * refused `acquire` with a `waiter` marks that writer waiting for its `ttl`, a granted one
    * removes its mark, and `releaseShared` with a waiter's id as `nonce` removes that mark (a writer
    * that gave up). One request.
+   *
+   * On a backend that keeps a line ({@link QueuedAcquire.acquireQueued}), a waiting shared
+   * `acquire()` sends its attempts here with `waiter` and `hold` as it sends a writer's to
+   * `acquireQueued`: the reader waits in the same line, which then is the writer preference (first
+   * come, first served across both modes), and `releaseShared` with its `waiter` id takes it out.
+   * On any other backend the core sends a reader's attempts with neither.
    */
-  acquireShared?(r: AcquireRequest): Promise<AcquireResult>;
+  acquireShared?(r: AcquireRequest & { hold?: number }): Promise<AcquireResult>;
   /** Optional, with `acquireShared`: extends the shared lease of `nonce` to `ttl` ms from now; `false` when it has none. */
   renewShared?(r: RenewRequest): Promise<boolean>;
   /**

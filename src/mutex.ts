@@ -1,6 +1,6 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder; a face over the engine (engine.ts),
 // as createSemaphore is. Leader election is election.ts, over a Mutex.
-import { type Backend, canShare, type SharedLocks } from "./backend.ts";
+import { type Backend, canShare, type QueuedAcquireRequest, type SharedLocks } from "./backend.ts";
 import {
   type AttemptFn,
   core,
@@ -107,8 +107,9 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   };
   const acquire = async (options?: MutexAcquireOptions): Promise<Lease> => {
     const attempt = attemptOf("acquire", optionsOf("acquire", options).mode); // a rejection, not a throw
-    // A reader never marks a writer waiting: only the exclusive attempts are `queued`.
-    return waitFor(o, name, options, attempt, attempt === acquireOnce);
+    // A reader never marks a writer waiting: a reader's attempts are `queued` only on a backend
+    // that keeps a line, where it waits in it with the writers (§18).
+    return waitFor(o, name, options, attempt, attempt === acquireOnce || backend.acquireQueued !== undefined);
   };
 
   const holder: Mutex["holder"] = async (options) => {
@@ -156,6 +157,9 @@ function sharedCore(o: Core, where: string): Core {
     name: b.name,
     ...(b.expiry ? { expiry: b.expiry } : {}),
     acquire: (r) => acquireShared.call(b, r),
+    // A backend's line serves readers too: a waiting reader's attempts go to acquireShared with
+    // its waiter id and hold.
+    ...(b.acquireQueued ? { acquireQueued: (r: QueuedAcquireRequest) => acquireShared.call(b, r) } : {}),
     renew: (r) => renewShared.call(b, r),
     release: (r) => releaseShared.call(b, r),
     inspect: (r) => b.inspect(r),
