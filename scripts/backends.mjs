@@ -127,7 +127,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/LeaseholdLock/, /leasehold\.internal/],
     description: "a Cloudflare Durable Object per lock, waiters in line",
-    shared: "not yet",
+    shared: true,
     summary: "a Cloudflare Durable Object per lock",
     where: "Workers (binding); Node, Bun, Deno through the Worker's route",
   },

@@ -83,8 +83,8 @@ const BACKENDS: Record<string, () => Promise<Via>> = {
     }),
 };
 
-/** The backends whose shared mode is done: postgres and cloudflare join this line once theirs lands. */
-const RUN = ["redis", "upstash"];
+/** The backends whose shared mode is done: postgres joins this line once its shared mode lands. */
+const RUN = ["redis", "upstash", "cloudflare"];
 
 describe.concurrent("readers and writers", () => {
   const { duration, seed } = soak(25_000);

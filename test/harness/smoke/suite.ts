@@ -90,6 +90,7 @@ export const SMOKE_CHECKS: readonly string[] = [
   "dynamodb: runs a fire once; a later call finds it done",
   "memory: readers share; a writer waits for them and gets a greater token",
   "upstash: readers share; a writer waits for them and gets a greater token",
+  "cloudflare: readers share; a writer waits for them and gets a greater token",
 ];
 
 /** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, AWS_*, … */
@@ -338,6 +339,7 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       await exclusive(lib, cf, name("x"), 5_000, pass);
       await expiry(lib, cf, name("e"), pass);
       await once(lib, cf, name("o"), 5_000, pass);
+      await readers(lib, cf, name("r"), 5_000, pass);
     })(),
     (async () => {
       const d = env.dynamodb;
