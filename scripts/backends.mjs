@@ -88,7 +88,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun"],
     markers: [/"postgres"/, /ON CONFLICT/],
     description: "PostgreSQL through your driver (pg, postgres.js, Bun's SQL, Neon)",
-    shared: "not yet",
+    shared: true,
     summary: "PostgreSQL over the driver your app already has",
     where: "where your driver runs (tested: Node, Bun)",
   },
