@@ -83,8 +83,8 @@ const BACKENDS: Record<string, () => Promise<Via>> = {
     }),
 };
 
-/** The backends whose shared mode is done: postgres joins this line once its shared mode lands. */
-const RUN = ["redis", "upstash", "cloudflare"];
+/** The backends whose shared mode is done. */
+const RUN = ["redis", "upstash", "cloudflare", "postgres"];
 
 describe.concurrent("readers and writers", () => {
   const { duration, seed } = soak(25_000);
