@@ -292,6 +292,32 @@ for (const [label, store] of [
         }
       });
 
+      it("spec 'waiting promise settles': '1. Release the lock. 2. Resolve the released promise': the store's release comes first", async () => {
+        // A release that takes 100 ms, as over a slow network (on loopback it is too quick to tell
+        // the order): the only double in this file, a delay around the real store's release.
+        const order: string[] = [];
+        const slow: Backend = {
+          ...backend,
+          release: async (r) => {
+            await sleep(100);
+            await backend.release(r);
+            order.push("released");
+          },
+        };
+        const locks = createLockManager(slow);
+        for (const fails of [false, true]) {
+          order.length = 0;
+          const settled = () => order.push("settled");
+          await locks
+            .request(unique(), () => {
+              if (fails) throw new Error("callback failed");
+              return 1;
+            })
+            .then(settled, settled);
+          expect(order).toEqual(["released", "settled"]);
+        }
+      });
+
       it("the lock is held until the callback's promise resolves or rejects (WPT held)", async () => {
         const locks = manager();
         for (const end of ["resolve", "reject"] as const) {
