@@ -8,6 +8,7 @@ import type { Backend } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import {
+  BackendError,
   createLockManager,
   createMutex,
   LeaseLostError,
@@ -611,6 +612,41 @@ for (const [label, store] of [
         controller.abort();
         await expect(first.done).rejects.toMatchObject({ name: "AbortError" });
         expect(await next).toBe("resolved");
+      });
+    });
+
+    describe("backend failures (doubles around the real store: faults it does not produce on demand)", () => {
+      it("a failed release rejects a request whose callback fulfilled, as mutex.run does; the callback's own error wins", async () => {
+        const failure = new BackendError("release failed", { backend: backend.name, retryable: true });
+        const failing: Backend = { ...backend, release: () => Promise.reject(failure) };
+        const locks = createLockManager(failing);
+        await expect(locks.request(unique(), () => "done")).rejects.toBe(failure);
+        const own = new Error("callback failed");
+        await expect(
+          locks.request(unique(), () => {
+            throw own;
+          }),
+        ).rejects.toBe(own);
+        expect(await locks.query()).toEqual({ held: [], pending: [] });
+      });
+
+      it("a failure that is not retryable rejects the request with it, and the next request on the name goes on", async () => {
+        const refused = new BackendError("credentials refused", {
+          backend: backend.name,
+          retryable: false,
+          auth: true,
+        });
+        let failures = 1; // the first acquire only
+        const flaky: Backend = {
+          ...backend,
+          acquire: (r) => (failures-- > 0 ? Promise.reject(refused) : backend.acquire(r)),
+        };
+        const locks = createLockManager(flaky);
+        const res = unique();
+        const first = locks.request(res, () => "never");
+        const second = locks.request(res, () => "second");
+        await expect(first).rejects.toBe(refused);
+        expect(await second).toBe("second");
       });
     });
 
