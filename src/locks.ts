@@ -210,7 +210,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
    * rule) and it does not start with `+`; else `+` and the name with each code unit but letters,
    * digits and `_ : @ -` escaped as `+XXXX` (hex): every string maps to a distinct lock.
    */
-  const mutexOf = (name: string): Mutex => {
+  const mutexOf = (name: string, where = "request"): Mutex => {
     if (!name.startsWith("+")) {
       try {
         return createMutex(backend, { ...base, name });
@@ -221,7 +221,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
     const key = `+${name.replace(ESCAPED, (c) => `+${c.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`)}`;
     check(
       key.length <= 255,
-      "request:",
+      `${where}:`,
       `name ${JSON.stringify(name.slice(0, 40))}... maps to a lock name of ${key.length} characters, more than 255 (each character but letters, digits and _ : @ - takes 5 once escaped)`,
       RangeError,
     );
@@ -261,8 +261,8 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
   };
 
   /** Calls `callback` (never synchronously) and gives its result as a promise; a throw is a rejection. */
-  const call = (r: Request, lock: Lock | null): Promise<unknown> =>
-    Promise.resolve(lock).then((l) => r.callback(l));
+  const call = ({ callback }: Request, lock: Lock | null): Promise<unknown> =>
+    Promise.resolve(lock).then((l) => callback(l));
 
   /** A request granted by its queue: an acquire of the name's mutex (one attempt for ifAvailable). */
   const start = (r: Request, q: Queue): void => {
@@ -415,7 +415,6 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
       if (ifAvailable && !grantable(r, q)) {
         r.state = "done";
         call(r, null).then(resolve, reject);
-        if (q.queue.length === 0 && q.active.length === 0) queues.delete(name);
         return;
       }
       q.queue.push(r);
@@ -456,7 +455,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
     signal?.throwIfAborted();
     const asked = await Promise.all(
       names.map(async (name) => {
-        const mutex = queues.get(name)?.mutex ?? mutexOf(name);
+        const mutex = queues.get(name)?.mutex ?? mutexOf(name, "query");
         return holderOf(name, await inspectKey(cores.get(mutex)!, mutex.name, signal));
       }),
     );

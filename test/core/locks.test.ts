@@ -214,6 +214,9 @@ for (const [label, store] of [
         );
         expect(await locks.request("a".repeat(255), () => 1)).toBe(1);
         await expect(locks.request("a".repeat(256), () => {})).rejects.toThrow(/more than 255/);
+        await expect(locks.query({ names: [" ".repeat(60)] })).rejects.toThrow(
+          /query: name .* more than 255/,
+        );
       });
     });
 
@@ -248,6 +251,14 @@ for (const [label, store] of [
           }),
         ).rejects.toBe(thenable);
         expect(thenInvoked).toBe(false);
+      });
+
+      it("the callback is invoked with the lock as its only argument and no this (WebIDL: invoke a callback function)", async () => {
+        const locks = manager();
+        const seen = await locks.request(unique(), function (this: unknown, ...args: unknown[]) {
+          return { self: this, count: args.length };
+        });
+        expect(seen).toEqual({ self: undefined, count: 1 });
       });
 
       it("spec: the callback is never called synchronously by request()", async () => {
