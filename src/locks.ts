@@ -243,7 +243,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
     (r.mode === "exclusive" ? q.active.length === 0 : !q.active.some((a) => a.mode === "exclusive"));
 
   /** The specification's "process the lock request queue": starts each grantable request in order. */
-  const process = (name: string, q: Queue): void => {
+  const processQueue = (name: string, q: Queue): void => {
     for (let r = q.queue[0]; r && grantable(r, q); r = q.queue[0]) {
       q.queue.shift();
       start(r, q);
@@ -257,7 +257,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
     const list = r.state === "queued" ? q.queue : q.active;
     const at = list.indexOf(r);
     if (at >= 0) list.splice(at, 1);
-    process(r.name, q);
+    processQueue(r.name, q);
   };
 
   /** Calls `callback` (never synchronously) and gives its result as a promise; a throw is a rejection. */
@@ -418,7 +418,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
         return;
       }
       q.queue.push(r);
-      process(name, q);
+      processQueue(name, q);
     });
   }
 
