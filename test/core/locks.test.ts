@@ -664,6 +664,17 @@ for (const [label, store] of [
         await expect(first).rejects.toBe(refused);
         expect(await second).toBe("second");
       });
+
+      it("an ifAvailable request makes one attempt: a retryable failure rejects it rather than calling back null", async () => {
+        const failure = new BackendError("no answer", { backend: backend.name, retryable: true });
+        const failing: Backend = { ...backend, acquire: () => Promise.reject(failure) };
+        const locks = createLockManager(failing);
+        let called = false;
+        await expect(locks.request(unique(), { ifAvailable: true }, () => (called = true))).rejects.toBe(
+          failure,
+        );
+        expect(called).toBe(false);
+      });
     });
 
     describe("across machines (two managers on one store)", () => {
