@@ -108,44 +108,8 @@ export async function runOnceBench(
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { startRedis } = await import("../test/harness/servers/redis.ts");
-  const { startBridge } = await import("../test/harness/servers/upstash-bridge.ts");
-  const { startPostgres } = await import("../test/harness/servers/postgres.ts");
-  const { freePort } = await import("../test/harness/servers/listen.ts");
-  const { QUICK } = await import("./lib/stats.ts");
-  const server = await startRedis({ port: await freePort() });
-  const bridge = await startBridge({ redis: server.socket });
-  const pgServer = await startPostgres();
-  try {
-    const r = await runOnceBench(
-      { bridge, redisPort: server.port, postgresUrl: pgServer.url },
-      QUICK ? 150 : 500,
-      QUICK ? 30 : 50,
-    );
-    console.log(`upstash requests per call: ${JSON.stringify(r.upstashRequests)}`);
-    if (process.argv.includes("--save")) {
-      const { readFileSync, writeFileSync } = await import("node:fs");
-      const { renderMarkdown } = await import("./lib/report.ts");
-      const { cpus } = await import("node:os");
-      const { execSync } = await import("node:child_process");
-      const file = new URL("./results.json", import.meta.url);
-      const saved = JSON.parse(readFileSync(file, "utf8"));
-      const commit = execSync("git rev-parse --short HEAD", { encoding: "utf8" }).trim();
-      saved.once = {
-        ...r,
-        measured: `${new Date().toISOString().slice(0, 10)}, commit ${commit}, ${cpus()[0]?.model.trim()} × ${cpus().length}, alone (npx tsx bench/once.ts --save)`,
-      };
-      writeFileSync(file, `${JSON.stringify(saved, null, 2)}\n`);
-      writeFileSync(new URL("./RESULTS.md", import.meta.url), renderMarkdown(saved));
-    }
-    for (const [b, byOp] of Object.entries(r.series))
-      for (const [op, s] of Object.entries(byOp))
-        console.log(
-          `${b.padEnd(9)} ${op.padEnd(6)} median ${s.median.toFixed(3)} p90 ${s.p90.toFixed(3)} p99 ${s.p99.toFixed(3)} ms`,
-        );
-  } finally {
-    await pgServer.stop();
-    await bridge.stop();
-    await server.stop();
-  }
+  const { runAlone } = await import("./lib/alone.ts");
+  await runAlone("once", "bench/once.ts", runOnceBench, (r) =>
+    console.log(`upstash requests per call: ${JSON.stringify(r.upstashRequests)}`),
+  );
 }

@@ -21,6 +21,7 @@
 //                   changed the core's hot path, side by side on Upstash, with the current src/ twice
 //  14 once          bench/once.ts: runOnce's run and late instance beside a plain tryAcquire on
 //                   upstash, redis and postgres (measured before 13)
+//  15 shared        bench/shared.ts: shared leases beside exclusive ones on upstash, redis, postgres
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -42,6 +43,7 @@ import { runOnceBench } from "./once.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
 import { runSemaphore } from "./semaphore.ts";
+import { runSharedBench } from "./shared.ts";
 import { runSize, sizeOfSrc } from "./size.ts";
 
 // Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19). Section 1 holds the
@@ -280,6 +282,13 @@ try {
     plan.warmup,
   );
 
+  section("15 shared", `: ${plan.iterations} interleaved iterations after ${plan.warmup} warm-up`);
+  const shared = await runSharedBench(
+    { bridge: servers.bridge, redisPort: servers.redis.port, postgresUrl: servers.postgres.url },
+    plan.iterations,
+    plan.warmup,
+  );
+
   // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
   const changeRuntimes = runtimes.filter(
     (rt) => rt.id === `node ${process.version}` || rt.id.startsWith("bun"),
@@ -337,6 +346,7 @@ try {
     clients,
     semaphore,
     once,
+    shared,
     changes,
     changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),

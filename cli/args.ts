@@ -24,6 +24,8 @@ export interface Options {
   timeout?: number;
   /** exec: a semaphore of this many permits instead of a mutex; status: that semaphore's permits. */
   limit?: number;
+  /** exec --shared: the lock in shared mode (readers beside readers, never beside a writer). */
+  shared: boolean;
   /** lead: the first pause before campaigning again after the command exited on its own, ms. */
   restartDelay: number;
   /** exec --once: the fire (`--fire`'s id as given, or `--every`'s period), `--standby`, `--retain`. */
@@ -129,6 +131,7 @@ export function parse(args: readonly string[]): Options | { help: string; usage?
     wait: values.has("--wait") || timeout !== undefined,
     quiet: values.has("--quiet"),
     json: values.has("--json"),
+    shared: values.has("--shared"),
     children,
     argv,
   };
@@ -151,6 +154,10 @@ export function parse(args: readonly string[]): Options | { help: string; usage?
   if (!(options.restartDelay >= 1 && options.restartDelay <= 60_000))
     throw new UsageError(
       `--restart-delay must be a whole number of ms from 1 to 60000, got ${options.restartDelay}`,
+    );
+  if (options.shared && (options.limit !== undefined || values.has("--once")))
+    throw new UsageError(
+      `--shared cannot be used with ${options.limit !== undefined ? "--limit" : "--once"}: shared mode is a mutex's, for commands that may run beside each other but never beside an exclusive one`,
     );
   if (values.has("--once")) options.once = once(values, num, options);
   else {

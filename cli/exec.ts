@@ -1,7 +1,15 @@
 // leasehold exec: run a command while holding the lock, like flock(1) across hosts; with --once,
 // once per fire across hosts (runOnce).
 import type { Backend } from "../src/backend.ts";
-import { createMutex, isLockError, type Lease, LeaseLostError, nearestTick, runOnce } from "../src/index.ts";
+import {
+  capabilities,
+  createMutex,
+  isLockError,
+  type Lease,
+  LeaseLostError,
+  nearestTick,
+  runOnce,
+} from "../src/index.ts";
 import { fireKey } from "../src/once.ts";
 import { aborted } from "../src/signals.ts";
 import type { Once, Options } from "./args.ts";
@@ -25,25 +33,36 @@ export function exec(o: Options, backend: Backend): Promise<number> {
 
 /** exec without --once: one attempt (or a wait), the command under the lease, then the release. */
 async function locked(o: Options, backend: Backend): Promise<number> {
+  if (o.shared && !capabilities(backend).shared)
+    throw new UsageError(
+      `--shared: the ${backend.name} backend cannot hold shared leases (docs/readers-writers.md lists those that can); leave out --shared, or use one of those`,
+    );
   const { mutex, grace, beat } = execLockFor(o, backend);
+  const mode = o.shared ? ({ mode: "shared" } as const) : {};
   const run = running(o, grace, beat, () => mutex.holder());
   try {
     let lease: Lease | null;
     try {
       lease = o.wait
         ? await mutex.acquire({
+            ...mode,
             signal: run.waiting,
             onError: retryReporter(`waiting for "${o.name}": the backend failed`),
             ...(o.timeout === undefined ? {} : { timeout: o.timeout }),
           })
-        : await mutex.tryAcquire({ signal: run.waiting });
+        : await mutex.tryAcquire({ ...mode, signal: run.waiting });
     } catch (error) {
       return run.interrupted() ?? timedOut(o, error, `"${o.name}" is still taken`);
     }
     if (!lease) {
       if (o.quiet) return EXIT.taken;
       const holder = await mutex.holder().catch(() => null);
-      say(`"${o.name}" is taken${by(holder)}; not running the command`);
+      // Held shared: a shared attempt was refused because an exclusive one waits for the readers.
+      const readers = holder && "readers" in holder ? holder.readers : undefined;
+      const why = !readers
+        ? by(holder)
+        : ` by ${readers === 1 ? "1 shared holder" : `${readers} shared holders`}${o.shared ? ", and an exclusive holder waits for them" : ""}`;
+      say(`"${o.name}" is taken${why}; not running the command`);
       return EXIT.taken;
     }
     const status = await run.command(lease);

@@ -110,6 +110,10 @@ export const FLAGS: Readonly<Record<string, Flag>> = {
     in: ["exec", "status"],
     help: "A semaphore of N permits named --name (1-1000). exec: at most N copies of the command at once across hosts; LEASEHOLD_SLOT tells the command which permit it holds; every copy must give the same N (a larger one lets more run). status: the permits held and by whom.",
   },
+  "--shared": {
+    in: ["exec"],
+    help: 'Take the lock in shared mode: any number of "exec --shared" of the name run at once, never beside an exclusive exec (or lease) of it; an exclusive exec that waits keeps new shared ones out. Needs a backend that takes shared mode (not azure-blob, dynamodb).',
+  },
   "--wait": { in: ["exec"], help: "Wait until the lock is free instead of exiting 75." },
   "--timeout": {
     arg: "MS",

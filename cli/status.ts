@@ -29,9 +29,22 @@ export async function status(o: Options, backend: Backend, label: string): Promi
   ]);
   const semaphore = !info && permit !== null;
   if (o.json) {
-    const holder = info ? { owner: info.owner, token: info.token, ttlLeft: info.ttlLeft } : null;
+    const holder = info
+      ? {
+          owner: info.owner,
+          token: info.token,
+          ttlLeft: info.ttlLeft,
+          ...(info.readers ? { readers: info.readers } : {}),
+        }
+      : null;
     const json = { name: o.name, holder, backend: label, ...(semaphore ? { usedAsSemaphore: true } : {}) };
     write(process.stdout, `${JSON.stringify(json)}\n`);
+  } else if (info?.readers) {
+    const n = info.readers === 1 ? "1 reader" : `${info.readers} readers`;
+    write(
+      process.stdout,
+      `"${o.name}" is held shared by ${n} on ${label}; the newest: ${info.owner} (${details(info)})\n`,
+    );
   } else if (info) {
     write(process.stdout, `"${o.name}" is held by ${info.owner} (${details(info)}) on ${label}\n`);
   } else if (semaphore) {

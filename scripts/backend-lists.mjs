@@ -6,6 +6,7 @@
 //   install  a table of every entry (the core, the backends, the suite): import path | what it is |
 //            runtimes | docs page
 //   list     a bullet list of the backends, each linked to its docs page, with its summary
+//   modes    a table: each backend, and whether it takes mode "shared" (readers and writers)
 // Run: node scripts/backend-lists.mjs           rewrites the regions
 //      node scripts/backend-lists.mjs --check   fails when one is not what it would write
 import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -60,6 +61,14 @@ const LISTS = {
     const rows = entries.map((e) => [`\`${e.spec}\``, e.description, e.where, link(from, ...e.docs)]);
     return table(["import path", "what it is", "runtimes", "docs"], rows);
   },
+  modes: (from) =>
+    table(
+      ["backend", 'readers and writers (`mode: "shared"`)'],
+      BACKENDS.map((row) => [
+        link(from, `\`leasehold/${row.name}\``, docsOf(row)),
+        row.shared === true ? "yes" : `no: ${row.shared}`,
+      ]),
+    ),
   list: (from) =>
     BACKENDS.map((row) => `- ${link(from, `\`leasehold/${row.name}\``, docsOf(row))}: ${row.summary}.`).join(
       "\n",

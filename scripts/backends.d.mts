@@ -11,6 +11,7 @@ export interface BackendRow {
   readonly description: string;
   readonly summary: string;
   readonly where?: string;
+  readonly shared: true | string;
 }
 export declare const BACKENDS: readonly BackendRow[];
 export declare function subpathOf(row: BackendRow): string;

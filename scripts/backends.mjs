@@ -22,6 +22,9 @@
  * @property {string} summary What it is, in a few words (the bullet lists of backends).
  * @property {string} [where] Where it runs, in words, when the list of `runtimes` does not say it
  *   well (a backend over the user's client runs where the client does).
+ * @property {true | string} shared Whether it takes `mode: "shared"` (readers and writers,
+ *   docs/DESIGN.md §18): true, or why not in a few words. A test checks it against
+ *   `capabilities(backend).shared`.
  */
 
 /** @type {readonly BackendRow[]} */
@@ -35,6 +38,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/"memory"/],
     description: "an in-process store: tests, several workers in one process",
+    shared: true,
     summary: "one isolated in-process store",
   },
   {
@@ -47,6 +51,7 @@ export const BACKENDS = [
     // The Lua scripts are shared (src/backends/shared/redis-scripts.ts): EVAL_RO is upstash's own.
     markers: [/"upstash"/, /EVAL_RO/],
     description: "Upstash Redis over its REST API, `fetch` only",
+    shared: true,
     summary: "Upstash Redis over its REST API",
   },
   {
@@ -58,6 +63,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/azure/i, /x-ms-lease/],
     description: "Azure Storage blob leases, `fetch` only",
+    shared: "a blob lease is exclusive",
     summary: "Azure Storage blob leases",
   },
   {
@@ -69,6 +75,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun"],
     markers: [/"redis"/, /NOSCRIPT/],
     description: "Redis through your client (ioredis, node-redis, Bun's, `@upstash/redis`)",
+    shared: true,
     summary: "Redis over the client your app already has",
     where: "where your client runs (tested: Node, Bun)",
   },
@@ -81,6 +88,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun"],
     markers: [/"postgres"/, /ON CONFLICT/],
     description: "PostgreSQL through your driver (pg, postgres.js, Bun's SQL, Neon)",
+    shared: "not yet",
     summary: "PostgreSQL over the driver your app already has",
     where: "where your driver runs (tested: Node, Bun)",
   },
@@ -93,6 +101,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/"quorum"/, /a quorum is/],
     description: "one lock over N ≥ 3 independent backends",
+    shared: "not yet (a reader granted by a majority needs its fence raised on the members behind)",
     summary: "one lock over N ≥ 3 independent backends",
     where: "those of its members",
   },
@@ -105,6 +114,7 @@ export const BACKENDS = [
     runtimes: ["deno", "node", "bun"],
     markers: [/"deno-kv"/, /versionstamp/],
     description: "Deno KV (`Deno.openKv()`, Deno Deploy, or `@deno/kv`)",
+    shared: "not yet (locks expire by observation: each reader would need its own record)",
     summary: "Deno KV, locks expired by observation",
     where: "Deno; Node and Bun through `@deno/kv`",
   },
@@ -117,6 +127,7 @@ export const BACKENDS = [
     runtimes: ["node", "bun", "deno", "workerd"],
     markers: [/LeaseholdLock/, /leasehold\.internal/],
     description: "a Cloudflare Durable Object per lock, waiters in line",
+    shared: true,
     summary: "a Cloudflare Durable Object per lock",
     where: "Workers (binding); Node, Bun, Deno through the Worker's route",
   },
@@ -130,6 +141,7 @@ export const BACKENDS = [
     // The SigV4 signer is shared (src/backends/shared/sigv4.ts): these markers are DynamoDB's own.
     markers: [/DynamoDB_20120810/, /ConditionalCheckFailedException/],
     description: "Amazon DynamoDB over its JSON API, `fetch` only",
+    shared: "not yet (locks expire by observation: each reader would need its own record)",
     summary: "Amazon DynamoDB, locks expired by observation",
   },
 ];

@@ -300,8 +300,9 @@ export interface FireRecord {
 
 /**
  * Optional capability: shared (reader) leases beside the exclusive ones (docs/DESIGN.md §18). Its
- * three methods come together; their presence is the capability (`typeof backend.acquireShared ===
- * "function"`), and a mutex refuses `mode: "shared"` on a backend without them.
+ * three methods come together on a backend that expires locks itself (not `expiry: "observed"`);
+ * that is the capability (`capabilities(backend).shared`), and a mutex refuses `mode: "shared"` on
+ * a backend without it.
  */
 export interface SharedLocks {
   /**
@@ -314,8 +315,14 @@ export interface SharedLocks {
    * refused `acquire` with a `waiter` marks that writer waiting for its `ttl`, a granted one
    * removes its mark, and `releaseShared` with a waiter's id as `nonce` removes that mark (a writer
    * that gave up). One request.
+   *
+   * On a backend that keeps a line ({@link QueuedAcquire.acquireQueued}), a waiting shared
+   * `acquire()` sends its attempts here with `waiter` and `hold` as it sends a writer's to
+   * `acquireQueued`: the reader waits in the same line, which then is the writer preference (first
+   * come, first served across both modes), and `releaseShared` with its `waiter` id takes it out.
+   * On any other backend the core sends a reader's attempts with neither.
    */
-  acquireShared?(r: AcquireRequest): Promise<AcquireResult>;
+  acquireShared?(r: AcquireRequest & { hold?: number }): Promise<AcquireResult>;
   /** Optional, with `acquireShared`: extends the shared lease of `nonce` to `ttl` ms from now; `false` when it has none. */
   renewShared?(r: RenewRequest): Promise<boolean>;
   /**
@@ -389,6 +396,38 @@ export function checkBackend(backend: unknown, where: string, what = "backend"):
       where,
       `${what}.${m} must be a function when present`,
     );
+}
+
+/** What a backend can do beyond the exclusive lease every backend holds: see {@link capabilities}. */
+export interface Capabilities {
+  /** `mode: "shared"`: readers beside readers ({@link SharedLocks}; docs/DESIGN.md §18). */
+  shared: boolean;
+  /** Waiters wait in line and are handed a freed lock in about one round trip ({@link QueuedAcquire}). */
+  queued: boolean;
+  /** `runOnce` can record a completed fire ({@link FireRecord}). */
+  once: boolean;
+}
+
+/**
+ * Whether `b` has the three methods of {@link SharedLocks} and expires locks itself: shared leases
+ * have no takeover by observation (docs/DESIGN.md §18). @internal
+ */
+export const canShare = (b: Backend): boolean =>
+  b.expiry !== "observed" &&
+  typeof b.acquireShared === "function" &&
+  typeof b.renewShared === "function" &&
+  typeof b.releaseShared === "function";
+
+/**
+ * What `backend` can do beyond the exclusive lease: shared mode, a line for waiters, a record of
+ * completed fires.
+ */
+export function capabilities(backend: Backend): Capabilities {
+  return {
+    shared: canShare(backend),
+    queued: typeof backend.acquireQueued === "function",
+    once: typeof backend.complete === "function",
+  };
 }
 
 /**

@@ -189,7 +189,13 @@ export function observe<L extends Lease>(o: Core, attempt: AttemptFn<L>): Attemp
             return r;
           }
           emit({ ...tried, latency, outcome: "granted", token: r.token });
-          emit({ type: "acquired", token: r.token, waited: now() - start, attempts: n });
+          emit({
+            type: "acquired",
+            token: r.token,
+            waited: now() - start,
+            attempts: n,
+            mode: o.mode ?? "exclusive",
+          });
           return r;
         } catch (error) {
           emit({ ...tried, latency: now() - sent, outcome: "error", ...failure(error) });
@@ -276,20 +282,27 @@ export async function waitFor<L extends Lease>(
     queued && (backend.acquireQueued || backend.acquireShared) && timeout !== 0
       ? crypto.randomUUID()
       : undefined;
+  // Whether an attempt that carried the waiter may have left its mark or place: refused, or sent
+  // and not answered. Only then does a give-up send the request that removes it.
+  let marked = false;
   try {
     for (let failures = 0; ; failures++) {
       let wait = waitDelay(failures, retryDelay);
       pending = true;
       attempts++;
+      // Every attempt carries the waiter, the last one too: a grant removes the mark the earlier
+      // ones left (§18). A line needs a hold of at least 1 ms; without one, the attempt is plain.
+      const hold = waiter ? queueHold(ttl, end - now()) : 0;
+      const queue = waiter && (hold >= 1 || !backend.acquireQueued) ? { waiter, hold } : undefined;
       try {
-        const hold = waiter ? queueHold(ttl, end - now()) : 0;
-        const queue = waiter && hold >= 1 ? { waiter, hold } : undefined;
         const result = await attempt(bound, queue, attempts, start);
         if (isLease(result)) return result;
+        if (queue) marked = true;
         answered = true;
         lastError = undefined;
         if (result.retryAfter !== undefined) wait = Math.min(wait, Math.max(1, result.retryAfter));
       } catch (error) {
+        if (queue && !(error instanceof BackendError && !error.retryable)) marked = true;
         if (bound?.aborted) throw bound.reason;
         if (!(error instanceof BackendError && error.retryable)) throw error;
         answered = false;
@@ -310,9 +323,9 @@ export async function waitFor<L extends Lease>(
   } catch (error) {
     // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
     const unmark = backend.releaseShared;
-    if (waiter && unmark)
+    if (marked && unmark)
       releaseBounded(backend, ttl, (s) =>
-        unmark.call(backend, { key: what, nonce: waiter, signal: s }),
+        unmark.call(backend, { key: what, nonce: waiter!, signal: s }),
       ).catch(() => {});
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;

@@ -2,6 +2,7 @@
 // emission site reads `emit?.({ ... })`: without an observer `emit` is undefined, so the event
 // object is never built (optional calls skip their arguments) and nothing else runs.
 import { now } from "./time.ts";
+import type { LockMode } from "./types.ts";
 
 /**
  * What an event says, by `type` (all durations in ms on the monotonic clock, fractional):
@@ -14,7 +15,7 @@ import { now } from "./time.ts";
  *   `error` (`code` and `retryable`; see {@link LockEventCode}). `runOnce`'s events carry the
  *   mutex's name, not the fire's key.
  * - `acquired`: a lease was taken, after `waited` ms since the acquire started and `attempts`
- *   attempts (also for `tryAcquire()`).
+ *   attempts (also for `tryAcquire()`); `mode`: `"shared"` or `"exclusive"` (a permit's).
  * - `acquire-failed`: `acquire()` rejected after `waited` ms and `attempts` attempts: `code` is
  *   `ERR_LOCK_TIMEOUT` after its timeout, the `BackendError`'s code when one was not retryable, or
  *   the abort reason's code or name (`AbortError`, `TimeoutError`) when its signal aborted.
@@ -41,7 +42,7 @@ export type LockEventBody =
       | { outcome: "done"; token: number }
       | { outcome: "error"; code: LockEventCode; retryable: boolean }
     ))
-  | { type: "acquired"; token: number; waited: number; attempts: number }
+  | { type: "acquired"; token: number; waited: number; attempts: number; mode: LockMode }
   | { type: "acquire-failed"; waited: number; attempts: number; code: LockEventCode }
   | { type: "renewed"; token: number; latency: number; margin: number }
   | { type: "renew-failed"; token: number; code: LockEventCode; retryable: boolean; margin: number }

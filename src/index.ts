@@ -17,6 +17,7 @@ export type {
   AcquireResult,
   Backend,
   BackendBase,
+  Capabilities,
   Close,
   CloseOptions,
   CompleteRequest,
@@ -38,6 +39,7 @@ export type {
   RenewRequest,
   SharedLocks,
 } from "./backend.ts";
+export { capabilities } from "./backend.ts";
 export {
   createElection,
   type Election,

@@ -2,7 +2,7 @@
 // for navigator.locks locks across machines (docs/web-locks.md). Its own function, so an app that
 // does not use it does not ship it. Per name, one queue of this manager's requests follows the
 // specification's algorithms; a request the queue grants is then an acquire of the name's mutex.
-import type { Backend, HolderInfo } from "./backend.ts";
+import { type Backend, canShare, type HolderInfo } from "./backend.ts";
 import { inspectKey } from "./engine.ts";
 import type { Lease } from "./lease.ts";
 import { createMutex, type Mutex } from "./mutex.ts";
@@ -390,7 +390,7 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
         );
       signal?.throwIfAborted();
       check(
-        mode === "exclusive" || typeof backend.acquireShared === "function",
+        mode === "exclusive" || canShare(backend),
         at,
         `the ${backend.name} backend cannot hold shared leases; mode "shared" needs one that can (docs/DESIGN.md §18)`,
       );

@@ -1,6 +1,6 @@
 // createMutex: tryAcquire, acquire with backoff, run, holder; a face over the engine (engine.ts),
 // as createSemaphore is. Leader election is election.ts, over a Mutex.
-import type { Backend } from "./backend.ts";
+import { type Backend, canShare, type QueuedAcquireRequest, type SharedLocks } from "./backend.ts";
 import {
   type AttemptFn,
   core,
@@ -53,10 +53,13 @@ export interface Mutex {
     options?: MutexAcquireOptions,
   ): Promise<T>;
   /**
-   * The current holder's owner and token, or null. Advisory: it may change right after. Rejects
+   * The current holder's owner and token, or null; held in shared mode, the newest reader's, with
+   * `readers` the number of live shared leases. Advisory: it may change right after. Rejects
    * with a retryable {@link BackendError} when the backend does not answer within max(ttl/5, 1 s).
    */
-  holder(options?: { signal?: AbortSignal }): Promise<{ owner: string; token: number } | null>;
+  holder(options?: {
+    signal?: AbortSignal;
+  }): Promise<{ owner: string; token: number; readers?: number } | null>;
 }
 
 /**
@@ -104,15 +107,18 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
   };
   const acquire = async (options?: MutexAcquireOptions): Promise<Lease> => {
     const attempt = attemptOf("acquire", optionsOf("acquire", options).mode); // a rejection, not a throw
-    // A reader never marks a writer waiting: only the exclusive attempts are `queued`.
-    return waitFor(o, name, options, attempt, attempt === acquireOnce);
+    // A reader never marks a writer waiting: a reader's attempts are `queued` only on a backend
+    // that keeps a line, where it waits in it with the writers (§18).
+    return waitFor(o, name, options, attempt, attempt === acquireOnce || backend.acquireQueued !== undefined);
   };
 
   const holder: Mutex["holder"] = async (options) => {
     const { signal } = optionsOf("holder", options);
     checkSignal("holder", signal);
     const info = await inspectKey(o, name, signal);
-    return info ? { owner: info.owner, token: info.token } : null;
+    if (!info) return null;
+    const { owner, token, readers } = info;
+    return readers ? { owner, token, readers } : { owner, token };
   };
   const mutex: Mutex = {
     name,
@@ -141,18 +147,19 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
  */
 function sharedCore(o: Core, where: string): Core {
   const b = o.backend;
-  const { acquireShared, renewShared, releaseShared } = b;
+  const { acquireShared, renewShared, releaseShared } = b as Required<SharedLocks>;
   check(
-    typeof acquireShared === "function" &&
-      typeof renewShared === "function" &&
-      typeof releaseShared === "function",
+    canShare(b),
     `${where}:`,
-    `the ${b.name} backend cannot hold shared leases (it lacks acquireShared, renewShared or releaseShared); mode "shared" needs one that can`,
+    `the ${b.name} backend cannot hold shared leases (${b.expiry === "observed" ? 'it expires locks by observation, expiry "observed"' : "it lacks acquireShared, renewShared or releaseShared"}); mode "shared" needs one that can`,
   );
   const view: Backend = {
     name: b.name,
     ...(b.expiry ? { expiry: b.expiry } : {}),
     acquire: (r) => acquireShared.call(b, r),
+    // A backend's line serves readers too: a waiting reader's attempts go to acquireShared with
+    // its waiter id and hold.
+    ...(b.acquireQueued ? { acquireQueued: (r: QueuedAcquireRequest) => acquireShared.call(b, r) } : {}),
     renew: (r) => renewShared.call(b, r),
     release: (r) => releaseShared.call(b, r),
     inspect: (r) => b.inspect(r),

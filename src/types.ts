@@ -76,8 +76,8 @@ export interface ModeOption {
   /**
    * `"exclusive"` (the default) or `"shared"`: any number of shared leases, or one exclusive
    * lease, per name at any instant. Once an exclusive `acquire` waits, new shared requests wait
-   * behind it. `"shared"` needs a backend that can hold shared leases (memory, redis and upstash so far); another
-   * refuses it at the call with a TypeError naming the backend (docs/DESIGN.md §18).
+   * behind it. `"shared"` needs a backend that can hold shared leases (`capabilities(backend).shared`);
+   * another refuses it at the call with a TypeError naming the backend (docs/DESIGN.md §18).
    */
   mode?: LockMode;
 }

@@ -14,6 +14,7 @@ import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
 import type { SemaphoreResult } from "../semaphore.ts";
+import type { SharedResult } from "../shared.ts";
 import type { SizeResult, SizeRow } from "../size.ts";
 import { OURS, WAITING } from "./cycles.ts";
 import type { Environment } from "./env.ts";
@@ -50,6 +51,8 @@ export interface Results {
   semaphore?: SemaphoreResult;
   /** Item 14 (bench/once.ts); absent from runs before it existed. */
   once?: OnceResult;
+  /** Item 15 (bench/shared.ts); absent from runs before it existed. */
+  shared?: SharedResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
   /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
@@ -586,6 +589,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   if (res.semaphore) out.push(semaphoreSection(res.semaphore));
   if (res.changes?.length) out.push(changesSection(res.changes, res.changeSizes ?? []));
   if (res.once) out.push(onceSection(res.once));
+  if (res.shared) out.push(sharedSection(res.shared));
   return out.join("\n");
 }
 
@@ -606,6 +610,28 @@ function onceSection(r: OnceResult): string {
     `|---|${backends.map(() => "---|").join("")}`,
   ];
   for (const op of ["plain", "run", "late"] as const)
+    out.push(`| ${op} | ${backends.map((b) => sum3(r.series[b]![op])).join(" | ")} |`);
+  out.push("");
+  return out.join("\n");
+}
+
+function sharedSection(r: SharedResult): string {
+  const backends = Object.keys(r.series);
+  const out = [
+    "## 15. Shared mode: a reader's lease beside a writer's",
+    "",
+    "**exclusive**: `mutex.tryAcquire()` then `lease.release()` on a free lock. " +
+      '**shared**: `mutex.tryAcquire({ mode: "shared" })` then `lease.release()` on a free lock. ' +
+      "**beside**: the same while another reader holds the lock, a read-mostly lock's usual case. " +
+      `On ${backends.map((b) => `\`${b}\``).join(", ")} (upstash through the Upstash REST bridge, redis over one ioredis client, postgres over one pg Pool, fsync off, as in the tests). ` +
+      `Requests per acquire and release on the bridge: exclusive ${r.upstashRequests.exclusive}, shared ${r.upstashRequests.shared}, beside ${r.upstashRequests.beside}. ` +
+      `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.` +
+      (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
+    "",
+    `| op | ${backends.join(" | ")} |`,
+    `|---|${backends.map(() => "---|").join("")}`,
+  ];
+  for (const op of ["exclusive", "shared", "beside"] as const)
     out.push(`| ${op} | ${backends.map((b) => sum3(r.series[b]![op])).join(" | ")} |`);
   out.push("");
   return out.join("\n");

@@ -156,6 +156,42 @@ describe("leasehold exec --limit", () => {
     expect(most).toBe(2);
   });
 
+  it("--shared: copies run beside each other, never beside an exclusive exec; a waiting exclusive exec keeps new ones out", async () => {
+    const name = unique("shared");
+    const gate = join(mkdtempSync(join(tmpdir(), "leasehold-gate-")), "open");
+    const hold = `echo "start $LEASEHOLD_TOKEN"; while [ ! -e ${gate} ]; do sleep 0.05; done; echo end`;
+    // A ttl well above the run: a loaded machine must not lose a lease mid-run.
+    const readers = [0, 1, 2].map(() => sh(["exec", "--shared", "--name", name, "--ttl", "10000"], hold));
+    // All three hold at once: each printed "start" while the gate is still closed.
+    await Promise.all(readers.map((r) => r.printed("start")));
+    const plain = sh(["exec", "--name", name], "echo PLAIN-RAN");
+    expect(await plain.status).toBe(75);
+    expect(plain.stderr).toMatch(new RegExp(`"${name}" is taken by 3 shared holders; not running`));
+    // An exclusive exec that waits: once its first attempt was refused, it is marked waiting.
+    const writer = sh(
+      ["exec", "--name", name, "--wait", "--retry-delay", "100", "--ttl", "10000"],
+      'echo "writer $LEASEHOLD_TOKEN"',
+    );
+    while ((await sdk.exists(`${lockKey(name)}:writers`)) === 0) await sleep(50);
+    const late = sh(["exec", "--shared", "--name", name], "echo LATE-RAN");
+    expect(await late.status).toBe(75);
+    expect(late.stderr).toMatch(/is taken by 3 shared holders, and an exclusive holder waits for them/);
+    expect(writer.child.exitCode).toBeNull();
+    writeFileSync(gate, "");
+    expect(await Promise.all([...readers, writer].map((r) => r.status))).toEqual([0, 0, 0, 0]);
+    const tokens = readers.map((r) => Number(/^start (\d+)\nend\n$/.exec(r.stdout)?.[1]));
+    const written = Number(/^writer (\d+)\n$/.exec(writer.stdout)?.[1]);
+    expect(written).toBeGreaterThan(Math.max(...tokens));
+    for (const bad of [
+      ["--limit", "2"],
+      ["--once", "--fire", "f"],
+    ]) {
+      const run = cli(["exec", "--shared", ...bad, "--name", name, "--", "true"]);
+      expect(await run.status).toBe(2);
+      expect(run.stderr).toMatch(`--shared cannot be used with ${bad[0]}`);
+    }
+  });
+
   it("checks --limit", async () => {
     for (const bad of ["0", "1001", "x"]) {
       const run = cli(["exec", "--name", "n", "--limit", bad, "--", "true"]);

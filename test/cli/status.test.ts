@@ -37,6 +37,29 @@ describe("leasehold status", () => {
     }
   });
 
+  it("a lock held in shared mode: how many readers, and the newest one", async () => {
+    const name = unique("status-shared");
+    const backend = upstash({ url: ctx.url, token: ctx.token });
+    const on = `upstash at ${ctx.url}`;
+    const readers = await Promise.all(
+      ["r-a", "r-b"].map((owner) =>
+        createMutex(backend, { name, ttl: 5_000, owner }).acquire({ mode: "shared", timeout: 5_000 }),
+      ),
+    );
+    try {
+      const held = [cli(["status", "--name", name]), cli(["status", "--name", name, "--json"])];
+      expect(await Promise.all(held.map((r) => r.status))).toEqual([0, 0]);
+      expect(held[0]!.stdout).toMatch(
+        new RegExp(
+          `^"${name}" is held shared by 2 readers on ${on}; the newest: r-[ab] \\(token \\d+, ttl left \\d+ ms\\)\\n$`,
+        ),
+      );
+      expect(JSON.parse(held[1]!.stdout)).toMatchObject({ name, holder: { readers: 2 } });
+    } finally {
+      await Promise.all(readers.map((r) => r.release()));
+    }
+  });
+
   it("--limit N shows a semaphore's permits held and by whom; without it, a name used as a semaphore is not called free", async () => {
     const name = unique("status-sem");
     const backend = upstash({ url: ctx.url, token: ctx.token });

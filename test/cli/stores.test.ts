@@ -202,6 +202,15 @@ describe("connection problems", () => {
     }
   });
 
+  it("exec --shared on a store that cannot hold shared leases exits 2 before taking anything (dynamodb)", async () => {
+    const run = cli(["exec", "--shared", "--name", unique("shared-refused"), "--", "echo RAN"], {
+      env: STORES.find((s) => s.name === "dynamodb")!.env,
+    });
+    expect(await run.status).toBe(2);
+    expect(run.stdout).toBe("");
+    expect(run.stderr).toMatch(/--shared: the dynamodb backend cannot hold shared leases/);
+  });
+
   it("a bad URL is a usage error naming the variable", async () => {
     const runs = [
       cli(["status", "--name", "x"], { env: { ...bare, REDIS_URL: "http://127.0.0.1:6379" } }),

@@ -846,10 +846,17 @@ for (const [label, store] of [
 
     it('a backend without shared leases refuses mode "shared" at the call, naming it', async () => {
       const locks = createLockManager(memory({ expiry: "observed" }));
-      await expect(locks.request(unique(), { mode: "shared" }, () => {})).rejects.toThrow(
-        /the memory backend cannot hold shared leases/,
+      const res = unique();
+      // At the call: also while the name is held, when the request would otherwise wait in the queue.
+      const holder = hold(locks, res);
+      await holder.granted;
+      await expect(locks.request(res, { mode: "shared" }, () => {})).rejects.toThrow(
+        /request: the memory backend cannot hold shared leases/,
       );
-      expect(await locks.request(unique(), () => 1)).toBe(1);
+      expect((await locks.query()).pending).toEqual([]);
+      holder.release();
+      await holder.done;
+      expect(await locks.request(res, () => 1)).toBe(1);
     });
   });
 }

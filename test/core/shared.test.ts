@@ -3,9 +3,25 @@
 // writer waiting. The conformance suite's own shared-mode checks (src/testing/shared-mode.ts) run
 // against memory stores broken on purpose, one way each, and must fail.
 import { describe, expect, it } from "vitest";
-import type { Backend } from "../../src/backend.ts";
+import { BACKENDS } from "../../scripts/backends.mjs";
+import type { AcquireRequest, Backend } from "../../src/backend.ts";
+import { azureBlob } from "../../src/backends/azure-blob/index.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
+import { denoKv, type KvLike } from "../../src/backends/deno-kv/index.ts";
+import { dynamodb } from "../../src/backends/dynamodb/index.ts";
 import { memory } from "../../src/backends/memory/index.ts";
-import { createMutex, createSemaphore, type Lease } from "../../src/index.ts";
+import { postgres } from "../../src/backends/postgres/index.ts";
+import { quorum } from "../../src/backends/quorum/index.ts";
+import { redis } from "../../src/backends/redis/index.ts";
+import { upstash } from "../../src/backends/upstash/index.ts";
+import {
+  BackendError,
+  capabilities,
+  createMutex,
+  createSemaphore,
+  type Lease,
+  type LockEvent,
+} from "../../src/index.ts";
 import { conformanceChecks } from "../../src/testing/index.ts";
 import { sleep } from "../../src/time.ts";
 
@@ -35,6 +51,78 @@ describe("the mode option", () => {
     await lease?.release();
   });
 
+  it("azure-blob, dynamodb, deno-kv and a quorum refuse it at the call, naming themselves, before any request; capabilities() says which can", async () => {
+    let requests = 0;
+    const fetch = async (): Promise<Response> => {
+      requests++;
+      throw new Error("no request may be sent");
+    };
+    // No store behind these: refusing must not reach one (the fetch and the KV throw if it does).
+    const kv = new Proxy({} as KvLike, {
+      get: () => () => {
+        requests++;
+        throw new Error("no request may be sent");
+      },
+    });
+    const refusing = [
+      azureBlob({ connectionString: "UseDevelopmentStorage=true", container: "locks", fetch }),
+      dynamodb({
+        table: "locks",
+        region: "us-east-1",
+        credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "x" },
+        fetch,
+      }),
+      denoKv(kv),
+      quorum([memory(), memory(), memory()]),
+    ];
+    for (const backend of refusing) {
+      expect(capabilities(backend).shared).toBe(false);
+      const mutex = createMutex(backend, { name: "doc" });
+      const named = new RegExp(`the ${backend.name} backend cannot hold shared leases`);
+      await expect(mutex.tryAcquire(shared)).rejects.toThrow(named);
+      await expect(mutex.acquire({ ...shared, timeout: 1_000 })).rejects.toThrow(named);
+    }
+    expect(requests).toBe(0);
+    expect(capabilities(memory())).toEqual({ shared: true, queued: false, once: true });
+    expect(capabilities(memory({ expiry: "observed" })).shared).toBe(false);
+  });
+
+  it("the table of backends (README's list of which take shared mode) says what capabilities() says of each", () => {
+    // Made without a store behind them: asking what they can sends nothing.
+    const unused = async (): Promise<never> => {
+      throw new Error("no request may be sent");
+    };
+    const made: Record<string, Backend> = {
+      memory: memory(),
+      upstash: upstash({ url: "https://example.upstash.io", token: "t" }),
+      "azure-blob": azureBlob({
+        connectionString: "UseDevelopmentStorage=true",
+        container: "locks",
+        fetch: unused,
+      }),
+      redis: redis({ evalsha: unused, eval: unused }),
+      postgres: postgres({ query: unused }),
+      quorum: quorum([memory(), memory(), memory()]),
+      "deno-kv": denoKv({ getMany: unused, atomic: unused as never }),
+      cloudflare: durableObject({
+        url: "https://locks.example.com",
+        token: "a-secret-of-32-characters-or-more!",
+      }),
+      dynamodb: dynamodb({
+        table: "locks",
+        region: "us-east-1",
+        credentials: { accessKeyId: "AKIDEXAMPLE", secretAccessKey: "x" },
+        fetch: unused,
+      }),
+    };
+    expect(Object.keys(made).sort()).toEqual(BACKENDS.map((row) => row.name).sort());
+    for (const row of BACKENDS)
+      expect({ name: row.name, shared: capabilities(made[row.name]!).shared }).toEqual({
+        name: row.name,
+        shared: row.shared === true,
+      });
+  });
+
   it("an unknown mode is a RangeError (a string) or a TypeError (anything else) naming the valid ones", async () => {
     const mutex = createMutex(memory(), { name: "doc" });
     const valid = /mode must be "shared" or "exclusive", got "read"/;
@@ -51,6 +139,24 @@ describe("the mode option", () => {
     const permit = await createSemaphore(store, { name: "s", limit: 2 }).acquire();
     expect([a.mode, b.mode, permit.mode]).toEqual(["exclusive", "shared", "exclusive"]);
     await Promise.all([a.release(), b.release(), permit.release()]);
+  });
+});
+
+describe("what a shared lease reports", () => {
+  it("holder() counts the readers and names the newest; the acquired event carries the mode", async () => {
+    const store = memory();
+    const events: LockEvent[] = [];
+    const make = (owner: string) =>
+      createMutex(store, { name: "doc", owner, onEvent: (e) => events.push(e) });
+    const a = await make("a").acquire(shared);
+    const b = await make("b").tryAcquire(shared);
+    expect(await make("x").holder()).toEqual({ owner: "b", token: b?.token, readers: 2 });
+    await Promise.all([a.release(), b?.release()]);
+    const w = await make("w").acquire();
+    expect(await make("x").holder()).toEqual({ owner: "w", token: w.token });
+    await w.release();
+    const modes = events.flatMap((e) => (e.type === "acquired" ? [e.mode] : []));
+    expect(modes).toEqual(["shared", "shared", "exclusive"]);
   });
 });
 
@@ -119,6 +225,73 @@ describe("writer preference: who marks a writer waiting", () => {
     const next = await make("r3").tryAcquire(shared);
     expect(next).not.toBeNull();
     await Promise.all([reader.release(), next?.release()]);
+  });
+});
+
+describe("a waiting writer's mark", () => {
+  /** memory() with its acquire requests' waiters and its releaseShared calls recorded. */
+  const recorded = (fail?: (r: AcquireRequest) => Error | undefined) => {
+    const store = memory();
+    const waiters: (string | undefined)[] = [];
+    const unmarks: string[] = [];
+    const backend: Backend = {
+      ...store,
+      acquire: async (r) => {
+        waiters.push(r.waiter);
+        const error = fail?.(r);
+        if (error) throw error;
+        return store.acquire(r);
+      },
+      releaseShared: async (r) => {
+        unmarks.push(r.nonce);
+        return store.releaseShared!(r);
+      },
+    };
+    return { store, backend, waiters, unmarks };
+  };
+
+  it("is removed on give-up only when an attempt may have left it: refused, or sent and unanswered", async () => {
+    // Refused, then the timeout: one removal, with the waiter's id.
+    const refused = recorded();
+    const reader = (await createMutex(refused.store, { name: "doc" }).tryAcquire(shared))!;
+    await expect(
+      createMutex(refused.backend, { name: "doc", retryDelay: 20 }).acquire({ timeout: 100 }),
+    ).rejects.toThrow();
+    await sleep(10); // sent in the background
+    expect(refused.unmarks).toEqual([refused.waiters[0]]);
+    await reader.release();
+    // A failure that is not retried (the request was not applied): nothing to remove.
+    const denied = recorded(() => new BackendError("denied", { backend: "memory", retryable: false }));
+    await expect(createMutex(denied.backend, { name: "doc" }).acquire({ timeout: 1_000 })).rejects.toThrow(
+      /denied/,
+    );
+    await sleep(10);
+    expect(denied.waiters).toHaveLength(1);
+    expect(denied.unmarks).toEqual([]);
+    // A retried failure (the request may have been applied): removed.
+    const lost = recorded((r) =>
+      r.waiter ? new BackendError("no answer", { backend: "memory", retryable: true }) : undefined,
+    );
+    await expect(
+      createMutex(lost.backend, { name: "doc", retryDelay: 20 }).acquire({ timeout: 100, onError: () => {} }),
+    ).rejects.toThrow();
+    await sleep(10);
+    expect(lost.unmarks).toEqual([lost.waiters[0]]);
+  });
+
+  it("goes with the grant on every key: readers get in at once after writers that waited", async () => {
+    const store = memory();
+    for (let i = 0; i < 50; i++) {
+      const name = `k${i}`;
+      const holder = (await createMutex(store, { name }).tryAcquire())!;
+      const waiting = createMutex(store, { name, retryDelay: 5 }).acquire({ timeout: 2_000 });
+      await sleep(15); // refused at least once: marked
+      await holder.release();
+      await (await waiting).release();
+    }
+    // Every key's marks went with their grants: a reader gets in on each at once.
+    for (let i = 0; i < 50; i++)
+      expect(await createMutex(store, { name: `k${i}` }).tryAcquire(shared)).not.toBeNull();
   });
 });
 

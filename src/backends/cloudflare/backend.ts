@@ -1,6 +1,13 @@
 // durableObject(): the Backend, through a namespace binding (inside a Worker) or a Worker route
 // (lockHandler) from anywhere fetch runs.
-import type { AcquireResult, Backend, FetchLike, HolderInfo } from "../../backend.ts";
+import type {
+  AcquireRequest,
+  AcquireResult,
+  Backend,
+  FetchLike,
+  HolderInfo,
+  RenewRequest,
+} from "../../backend.ts";
 import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { malformed as malformedReply } from "../shared/errors.ts";
@@ -38,6 +45,17 @@ export interface DurableObjectUrlOptions {
 
 const WHERE = `[${NAME}]`;
 
+/**
+ * The operations added after the first object, and what came with them: an object (or route) from
+ * before refuses them as unknown (HTTP 400, its message listing the operations it knows).
+ */
+const ADDED: Partial<Record<LockRequest["op"], string>> = {
+  complete: "complete (runOnce)",
+  acquireShared: 'shared mode (mode: "shared")',
+  renewShared: 'shared mode (mode: "shared")',
+  releaseShared: 'shared mode (mode: "shared")',
+};
+
 /** Whether `v` looks like a namespace binding rather than options. */
 function isNamespace(v: unknown): v is DurableObjectNamespaceLike {
   return (
@@ -72,8 +90,9 @@ export function checkToken(token: unknown, option: string): asserts token is str
  * @param target The namespace binding (`env.LOCKS`), or `{ url, token, fetch? }`.
  * @returns A backend named `"cloudflare"` with `acquireQueued`, `acquireAny` and `releaseAny` (a
  *   semaphore's acquire, and the give-back of one that got no answer, are one request whatever its
- *   limit), `raiseFence`, and `complete` (runOnce: a fire's record, in the object of its mutex's
- *   name).
+ *   limit), `raiseFence`, `complete` (runOnce: a fire's record, in the object of its mutex's
+ *   name), and `acquireShared`, `renewShared`, `releaseShared` (shared mode: readers wait in the
+ *   same line as writers, first come first served across both modes).
  * @throws {TypeError} When `target` is neither, the URL is not http(s), or the token is shorter
  *   than 16 characters or not a header value. The token is never part of a message.
  *
@@ -151,9 +170,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     if (status !== 200) {
       let error =
         typeof (body as { error?: unknown })?.error === "string" ? (body as { error: string }).error : "";
-      // An object (or route) from before runOnce does not know the request: say what to do.
-      if (status === 400 && r.op === "complete" && !error.includes("complete"))
-        error = `the Worker's LeaseholdLock or lockHandler predates complete (runOnce); deploy this leasehold version to the Worker (${error})`;
+      // An object (or route) from before the operation does not know it: say what to do. (A newer
+      // one names the operation in its message when the request is malformed.)
+      const added = ADDED[r.op];
+      if (status === 400 && added && !error.includes(r.op))
+        error = `the Worker's LeaseholdLock or lockHandler predates ${added}; redeploy the Worker with this leasehold version (${error})`;
       throw new BackendError(`HTTP ${status}${error ? `: ${redact(error, secrets).slice(0, 300)}` : ""}`, {
         backend: NAME,
         status,
@@ -184,23 +205,28 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     if (r?.ok !== true) throw malformed(r);
   }
 
+  async function renewed(op: "renew" | "renewShared", r: RenewRequest): Promise<boolean> {
+    const { key, nonce, ttl, signal } = r;
+    const reply = await call({ op, key, nonce, ttl: Math.ceil(ttl) }, signal);
+    if (typeof reply?.ok !== "boolean") throw malformed(reply);
+    return reply.ok;
+  }
+
+  /** An acquire in `op`'s mode; in line when `waiter` and `hold` are given (acquireQueued). */
+  async function acquireIn(
+    op: "acquire" | "acquireShared",
+    { key, owner, nonce, ttl, waiter, hold, signal }: AcquireRequest & { hold?: number },
+  ): Promise<AcquireResult> {
+    const queued =
+      waiter !== undefined && hold !== undefined ? { waiter, hold: Math.max(0, Math.floor(hold)) } : {};
+    return acquired(await call({ op, key, owner, nonce, ttl: Math.ceil(ttl), ...queued }, signal));
+  }
+
   return {
     name: NAME,
-    async acquire({ key, owner, nonce, ttl, signal }) {
-      return acquired(await call({ op: "acquire", key, owner, nonce, ttl: Math.ceil(ttl) }, signal));
-    },
-    async acquireQueued({ key, owner, nonce, ttl, waiter, hold, signal }) {
-      const r = {
-        op: "acquire",
-        key,
-        owner,
-        nonce,
-        ttl: Math.ceil(ttl),
-        waiter,
-        hold: Math.max(0, Math.floor(hold)),
-      } as const;
-      return acquired(await call(r, signal));
-    },
+    // A plain acquire never joins the line: the waiter id goes only with a hold (acquireQueued).
+    acquire: ({ waiter: _, ...r }) => acquireIn("acquire", r),
+    acquireQueued: (r) => acquireIn("acquire", r),
     async acquireAny({ keys, owner, nonce, ttl, signal }) {
       const one = slotsOf(keys);
       if (!one) {
@@ -223,11 +249,7 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
         return { ok: true, token: a.token, index: index as number };
       throw malformed(r);
     },
-    async renew({ key, nonce, ttl, signal }) {
-      const r = await call({ op: "renew", key, nonce, ttl: Math.ceil(ttl) }, signal);
-      if (typeof r?.ok !== "boolean") throw malformed(r);
-      return r.ok;
-    },
+    renew: (r) => renewed("renew", r),
     release: ({ key, nonce, signal }) => releaseKey(key, nonce, signal),
     async releaseAny({ keys, nonce, signal }) {
       const one = slotsOf(keys);
@@ -259,12 +281,21 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
       if (typeof h?.owner !== "string" || !Number.isSafeInteger(h.token) || typeof h.ttlLeft !== "number")
         throw malformed(r);
       const info: HolderInfo = { owner: h.owner, token: h.token, ttlLeft: h.ttlLeft, waiters: r.waiters };
-      return h.done === true ? { ...info, done: true } : info;
+      if (h.readers !== undefined && !(Number.isSafeInteger(h.readers) && h.readers > 0)) throw malformed(r);
+      return h.done === true ? { ...info, done: true } : h.readers ? { ...info, readers: h.readers } : info;
     },
     async complete({ key, nonce, retain, signal }) {
       const r = await call({ op: "complete", key, nonce, retain }, signal);
       if (typeof r?.ok !== "boolean") throw malformed(r);
       return r.ok;
+    },
+    // Shared mode (docs/DESIGN.md §18): a waiting reader's attempts carry its waiter id and a hold,
+    // as acquireQueued's do, so it waits in the object's line with the writers.
+    acquireShared: (r) => acquireIn("acquireShared", r),
+    renewShared: (r) => renewed("renewShared", r),
+    async releaseShared({ key, nonce, signal }) {
+      const r = await call({ op: "releaseShared", key, nonce }, signal);
+      if (r?.ok !== true) throw malformed(r);
     },
   };
 }

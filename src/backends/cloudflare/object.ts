@@ -36,9 +36,18 @@ export interface DurableObjectStateLike {
   blockConcurrencyWhile<T>(callback: () => Promise<T>): Promise<T>;
 }
 
+/** A lease as stored: without its expiry time, which a restart counts again from its ttl. */
+interface Stored {
+  nonce: string;
+  owner: string;
+  token: number;
+  ttl: number;
+}
+
 /**
- * What is kept in storage for each lock: the fence counter, the lease without its expiry time, and
- * the record of a completed fire (`complete`, for runOnce) with the time it ends on this object's
+ * What is kept in storage for each lock: the fence counter, the lease without its expiry time, the
+ * shared leases likewise (`readers`, absent when none and in what an object from before shared mode
+ * saved), and the record of a completed fire (`complete`, for runOnce) with the time it ends on this object's
  * clock. Under "lock" for the object's own key (the name it was made for), under "lock:<key>" for
  * a slot key of the semaphore of that name (`name:permit:<slot>`) and for the key of a fire of the
  * mutex of that name (`name:fire:<id>`). A fire's key has no fence of its own (0): its tokens come
@@ -47,7 +56,8 @@ export interface DurableObjectStateLike {
  */
 interface Saved {
   fence: number;
-  lease: { nonce: string; owner: string; token: number; ttl: number } | null;
+  lease: Stored | null;
+  readers?: Stored[];
   done?: DoneRecord;
 }
 
@@ -56,14 +66,13 @@ interface DoneRecord extends Done {
   until: number;
 }
 
+/** A lease as {@link Saved} keeps it. */
+const stored = ({ nonce, owner, token, ttl }: Held): Stored => ({ nonce, owner, token, ttl });
+
 /** Where a lock's state is stored in its object (see {@link Saved}). */
 const storageKey = (key: string): string => (objectName(key) === key ? "lock" : `lock:${key}`);
 
-interface Held {
-  nonce: string;
-  owner: string;
-  token: number;
-  ttl: number;
+interface Held extends Stored {
   /** Date.now() at which it expires on this object. */
   until: number;
 }
@@ -83,11 +92,36 @@ const counter = (lock: Lock): Lock => lock.shares ?? lock;
 /** Whether `lock` can grant no more: its next token would pass Number.MAX_SAFE_INTEGER. */
 const exhausted = (lock: Lock): boolean => counter(lock).fence >= Number.MAX_SAFE_INTEGER;
 
+/**
+ * Whether `lock` can be granted now to a writer (`shared` false) or a reader, `w` in line or a
+ * newcomer (undefined), first come first served across both modes (docs/DESIGN.md §18): a writer
+ * when nothing is held and nobody is in line before it; a reader when no exclusive lease is held
+ * and no writer is in line before it (readers share, so readers ahead of it do not count).
+ */
+function grantable(lock: Lock, shared: boolean, w: Waiter | undefined): boolean {
+  if (lock.lease) return false;
+  if (!shared) return lock.readers.size === 0 && (lock.line.length === 0 || lock.line[0] === w);
+  const ahead = w ? lock.line.indexOf(w) : lock.line.length;
+  return !lock.line.slice(0, ahead).some((x) => !x.shared);
+}
+
+/**
+ * When `lock` may be free next (Date.now()): the exclusive lease's expiry, else its last reader's,
+ * else when the oldest waiter loses its place; a hint for `retryAfter`.
+ */
+function freeAt(lock: Lock, now: number): number {
+  if (lock.lease) return lock.lease.until;
+  if (lock.readers.size > 0) return Math.max(...[...lock.readers.values()].map((r) => r.until));
+  return lock.line[0]?.keepUntil ?? now;
+}
+
 interface Waiter {
   id: string;
   nonce: string;
   owner: string;
   ttl: number;
+  /** A reader (acquireShared) rather than a writer. */
+  shared: boolean;
   /** The request held open for it, if one is. */
   held?:
     | { resolve: (reply: Replies["acquire"] | Exhausted) => void; timer: ReturnType<typeof setTimeout> }
@@ -96,7 +130,10 @@ interface Waiter {
   keepUntil: number;
 }
 
-/** One lock of the object: its fence, its lease (or a fire's record) and its line of waiters. */
+/**
+ * One lock of the object: its fence, its exclusive lease (or a fire's record), its shared leases
+ * and its line of waiters.
+ */
 interface Lock {
   /** Its storage key. */
   at: string;
@@ -104,11 +141,16 @@ interface Lock {
   /** The lock whose fence its tokens come from: for a fire's key, the object's own key; else none (itself). */
   shares?: Lock;
   lease: Held | null;
+  /** The shared leases, by nonce (docs/DESIGN.md §18); never beside `lease`. */
+  readers: Map<string, Held>;
   /** The record of a completed fire, while it lasts (then the lock is free, with no lease). */
   done: DoneRecord | null;
   /** How many requests use it now: a fire's lock is dropped from memory only when none does. */
   busy: number;
-  /** Waiters, oldest first. In memory: a restart drops them (they come back with their next request). */
+  /**
+   * Waiters, readers and writers, oldest first. In memory: a restart drops them (they come back
+   * with their next request).
+   */
   line: Waiter[];
   /** The timer at the next moment its line can move. */
   timer: ReturnType<typeof setTimeout> | undefined;
@@ -131,6 +173,12 @@ interface Lock {
  *   (at most 30 s, and as long as the caller asks) and answered with the lease as soon as the
  *   lock is released or expires; a waiter keeps its place for 1 s between two requests, and a
  *   lock freed in that gap is reserved for it for that long;
+ * - shared leases (`acquireShared`, `renewShared`, `releaseShared`; docs/DESIGN.md §18) are kept
+ *   and saved beside the exclusive one, each renewing and expiring on its own, with tokens from
+ *   the same fence counter; readers wait in the same line, first come first served across both
+ *   modes: a reader at the head is served with every reader right behind it up to the first
+ *   writer, a writer once no lease of either mode is live, and a reader that arrives while a
+ *   writer is in line waits behind it;
  * - a fire of runOnce (`name:fire:<id>`) is held by the object of its mutex's name and draws its
  *   tokens from that name's fence counter; `complete` turns its lease into a record (owner, token,
  *   end) that refuses every acquire, and answers everyone in line, with `done` until `retain`
@@ -162,12 +210,14 @@ export class LeaseholdLock {
       const saved = await this.#storage.list({ prefix: "lock" });
       const now = Date.now();
       for (const [at, value] of saved) {
-        const { fence, lease, done } = value as Saved;
+        const { fence, lease, readers, done } = value as Saved;
         const lock = this.#lockAt(at);
         lock.fence = fence;
         lock.done = done ?? null;
         // Its expiry time died with the old instance: count it as renewed now (only later, never earlier).
         if (lease) lock.lease = { ...lease, until: now + lease.ttl };
+        for (const reader of readers ?? [])
+          lock.readers.set(reader.nonce, { ...reader, until: now + reader.ttl });
       }
     });
   }
@@ -212,7 +262,16 @@ export class LeaseholdLock {
     if (!lock) {
       const key = at.slice("lock:".length);
       const fire = at !== "lock" && counterOf(key) !== key;
-      lock = { at, fence: 0, lease: null, done: null, busy: 0, line: [], timer: undefined };
+      lock = {
+        at,
+        fence: 0,
+        lease: null,
+        readers: new Map(),
+        done: null,
+        busy: 0,
+        line: [],
+        timer: undefined,
+      };
       if (fire) lock.shares = this.#lockAt("lock");
       this.#locks.set(at, lock);
     }
@@ -226,7 +285,7 @@ export class LeaseholdLock {
    */
   #sweep(): void {
     for (const [at, lock] of this.#locks) {
-      if (!lock.shares || lock.lease || lock.done || lock.line.length > 0) continue;
+      if (!lock.shares || lock.lease || lock.readers.size > 0 || lock.done || lock.line.length > 0) continue;
       if (lock.busy === 0 && !this.#dirty.has(lock)) this.#locks.delete(at);
     }
   }
@@ -263,12 +322,29 @@ export class LeaseholdLock {
     | Promise<Replies["acquire"] | Exhausted> {
     switch (r.op) {
       case "acquire":
+      case "acquireShared":
         return this.#acquire(lock, r, now);
       case "renew": {
         const lease = lock.lease;
         const ok = lease?.nonce === r.nonce;
         if (ok) this.#extend(lock, lease, r.ttl, now);
         return { ok } satisfies Replies["renew"];
+      }
+      case "renewShared": {
+        const reader = lock.readers.get(r.nonce);
+        if (reader) this.#extend(lock, reader, r.ttl, now);
+        return { ok: reader !== undefined } satisfies Replies["renewShared"];
+      }
+      case "releaseShared": {
+        if (lock.readers.delete(r.nonce)) this.#dirty.add(lock);
+        else {
+          // A waiter that gave up: the id of its acquire() call (sent by the core when it gives
+          // up, writer or reader), or the nonce of its last attempt (an attempt without answer).
+          const w = lock.line.find((x) => x.id === r.nonce || x.nonce === r.nonce);
+          if (w) this.#leave(lock, w);
+        }
+        this.#serve(lock, now);
+        return { ok: true } satisfies Replies["releaseShared"];
       }
       case "release": {
         if (lock.lease?.nonce === r.nonce) {
@@ -309,45 +385,56 @@ export class LeaseholdLock {
         return { ok } satisfies Replies["complete"];
       }
       case "inspect": {
-        const { lease, done } = lock;
+        const { lease, done, readers } = lock;
+        // Held shared: the newest reader (the greatest token), and how many hold.
+        let newest: Held | undefined;
+        for (const reader of readers.values()) if (!newest || reader.token > newest.token) newest = reader;
         const holder = lease
           ? { owner: lease.owner, token: lease.token, ttlLeft: lease.until - now }
-          : done && { owner: done.owner, token: done.token, ttlLeft: done.until - now, done: true as const };
+          : newest
+            ? { owner: newest.owner, token: newest.token, ttlLeft: newest.until - now, readers: readers.size }
+            : done && {
+                owner: done.owner,
+                token: done.token,
+                ttlLeft: done.until - now,
+                done: true as const,
+              };
         return { holder, waiters: lock.line.length } satisfies Replies["inspect"];
       }
     }
   }
 
+  /** An acquire, exclusive or shared (`acquireShared`): granted, refused, or held open in line. */
   #acquire(
     lock: Lock,
-    r: Extract<LockRequest, { op: "acquire" }>,
+    r: Extract<LockRequest, { op: "acquire" | "acquireShared" }>,
     now: number,
   ): Replies["acquire"] | Exhausted | Promise<Replies["acquire"] | Exhausted> {
+    const shared = r.op === "acquireShared";
     const { lease, done } = lock;
     // A completed fire: not free before its record ends, so nobody waits for it.
     if (done) return { ok: false, done: { owner: done.owner, token: done.token } };
-    if (lease?.nonce === r.nonce) {
+    const mine = shared ? lock.readers.get(r.nonce) : lease?.nonce === r.nonce ? lease : undefined;
+    if (mine) {
       // A retried acquire: the same token, extended.
-      this.#extend(lock, lease, r.ttl, now);
-      return { ok: true, token: lease.token };
+      this.#extend(lock, mine, r.ttl, now);
+      return { ok: true, token: mine.token };
     }
     let w = r.waiter === undefined ? undefined : lock.line.find((x) => x.id === r.waiter);
-    const head = lock.line[0];
-    if (!lease && (!head || head === w)) {
+    if (grantable(lock, shared, w)) {
       if (w) this.#leave(lock, w);
-      return exhausted(lock) ? new Exhausted(r.key) : { ok: true, token: this.#grant(lock, r, now) };
+      return exhausted(lock) ? new Exhausted(r.key) : { ok: true, token: this.#grant(lock, r, now, shared) };
     }
     const hold = Math.min(r.hold ?? 0, MAX_HOLD_MS);
-    if (r.waiter === undefined || hold <= 0) {
-      return { ok: false, retryAfter: Math.max(0, (lease ? lease.until : head!.keepUntil) - now) };
-    }
+    if (r.waiter === undefined || hold <= 0)
+      return { ok: false, retryAfter: Math.max(0, freeAt(lock, now) - now) };
     if (!w) {
-      w = { id: r.waiter, nonce: r.nonce, owner: r.owner, ttl: r.ttl, keepUntil: 0 };
+      w = { id: r.waiter, nonce: r.nonce, owner: r.owner, ttl: r.ttl, shared, keepUntil: 0 };
       lock.line.push(w);
     } else {
       // A new attempt of the same waiter supersedes its older one, if that is still held.
       this.#answer(lock, w, { ok: false, retryAfter: 0 });
-      Object.assign(w, { nonce: r.nonce, owner: r.owner, ttl: r.ttl });
+      Object.assign(w, { nonce: r.nonce, owner: r.owner, ttl: r.ttl, shared });
     }
     const waiter = w;
     return new Promise((resolve) => {
@@ -380,13 +467,12 @@ export class LeaseholdLock {
         this.#extend(lock, lease, r.ttl, now);
         return { ok: true, token: lease.token, index };
       }
-      const head = lock.line[0];
-      if (!lease && !head) {
+      if (!lease && lock.readers.size === 0 && lock.line.length === 0) {
         // As the acquire of this slot would be: refused when its fence counter is exhausted.
         if (exhausted(lock)) return new Exhausted(slotKey(r.name, r.slots[index]!));
         return { ok: true, token: this.#grant(lock, r, now), index };
       }
-      retryAfter = Math.min(retryAfter, (lease ? lease.until : head!.keepUntil) - now);
+      retryAfter = Math.min(retryAfter, freeAt(lock, now) - now);
     }
     return { ok: false, retryAfter: Math.max(0, retryAfter) };
   }
@@ -419,13 +505,15 @@ export class LeaseholdLock {
   }
 
   /**
-   * A new lease for `r`, with the next token of its counter; saved (with an alarm at its expiry)
-   * by the next commit.
+   * A new lease for `r`, exclusive or `shared`, with the next token of its counter; saved (with an
+   * alarm at its expiry) by the next commit.
    */
-  #grant(lock: Lock, r: { nonce: string; owner: string; ttl: number }, now: number): number {
+  #grant(lock: Lock, r: { nonce: string; owner: string; ttl: number }, now: number, shared = false): number {
     const fence = counter(lock);
     const token = ++fence.fence;
-    lock.lease = { nonce: r.nonce, owner: r.owner, token, ttl: r.ttl, until: now + r.ttl };
+    const held = { nonce: r.nonce, owner: r.owner, token, ttl: r.ttl, until: now + r.ttl };
+    if (shared) lock.readers.set(r.nonce, held);
+    else lock.lease = held;
     this.#dirty.add(lock);
     this.#dirty.add(fence);
     return token;
@@ -447,15 +535,24 @@ export class LeaseholdLock {
   }
 
   /**
-   * Brings `lock` to `now`: frees an expired lease, ends an expired record, answers everyone in
-   * line done while a record lasts, drops waiters that lost their place, and hands a free lock to
-   * the oldest waiter whose request is held (each answer waits for the save).
+   * Brings `lock` to `now`: frees an expired lease and expired readers, ends an expired record,
+   * answers everyone in line done while a record lasts, drops waiters that lost their place, and
+   * serves the line first come first served across both modes (each answer waits for the save): a
+   * writer at its head once nothing is held, a reader at its head together with every reader right
+   * behind it up to the first writer, once no exclusive lease is held. A waiter whose request is
+   * not held (between two attempts) is served when it comes back: the writer keeps the lock
+   * reserved meanwhile, a reader its place.
    */
   #serve(lock: Lock, now: number): void {
     if (lock.lease && lock.lease.until <= now) {
       lock.lease = null;
       this.#dirty.add(lock);
     }
+    for (const [nonce, reader] of lock.readers)
+      if (reader.until <= now) {
+        lock.readers.delete(nonce);
+        this.#dirty.add(lock);
+      }
     if (lock.done && lock.done.until <= now) {
       lock.done = null;
       this.#dirty.add(lock);
@@ -464,28 +561,39 @@ export class LeaseholdLock {
       const { owner, token } = lock.done;
       for (const w of lock.line.splice(0)) this.#answer(lock, w, { ok: false, done: { owner, token } }, true);
     }
-    for (;;) {
-      lock.line = lock.line.filter((w) => w.held || w.keepUntil > now);
-      const head = lock.line[0];
-      if (lock.lease || !head?.held) break;
-      if (exhausted(lock)) {
-        // No token left for anyone in line: each waiter whose request is held is told so, the
-        // others when they come back.
-        for (const w of lock.line.splice(0)) this.#answer(lock, w, new Exhausted());
-        break;
+    lock.line = lock.line.filter((w) => w.held || w.keepUntil > now);
+    const head = lock.line[0];
+    if (head && !lock.lease) {
+      const writer = lock.line.findIndex((w) => !w.shared);
+      const served = !head.shared
+        ? head.held && lock.readers.size === 0
+          ? [head]
+          : []
+        : lock.line.slice(0, writer < 0 ? undefined : writer).filter((w) => w.held);
+      for (const w of served) {
+        if (exhausted(lock)) {
+          // No token left for anyone in line: each waiter whose request is held is told so, the
+          // others when they come back.
+          for (const x of lock.line.splice(0)) this.#answer(lock, x, new Exhausted());
+          break;
+        }
+        const token = this.#grant(lock, w, now, w.shared);
+        lock.line.splice(lock.line.indexOf(w), 1);
+        this.#answer(lock, w, { ok: true, token }, true);
       }
-      const token = this.#grant(lock, head, now);
-      lock.line.shift();
-      this.#answer(lock, head, { ok: true, token }, true);
     }
     this.#schedule(lock);
   }
 
-  /** One timer per lock at the next moment its line can move: the lease's expiry, or a waiter losing its place. */
+  /**
+   * One timer per lock at the next moment its line can move: the lease's expiry, a reader's, or a
+   * waiter losing its place.
+   */
   #schedule(lock: Lock): void {
     clearTimeout(lock.timer);
     lock.timer = undefined;
     let next = lock.line.length > 0 && lock.lease ? lock.lease.until : Number.POSITIVE_INFINITY;
+    if (lock.line.length > 0) for (const r of lock.readers.values()) next = Math.min(next, r.until);
     for (const w of lock.line) if (!w.held) next = Math.min(next, w.keepUntil);
     if (next === Number.POSITIVE_INFINITY) return;
     lock.timer = setTimeout(
@@ -508,24 +616,26 @@ export class LeaseholdLock {
       const writes: Promise<void>[] = [];
       for (const lock of this.#dirty) {
         const { lease, done } = lock;
-        if (lock.shares && !lease && !done) {
+        if (lock.shares && !lease && lock.readers.size === 0 && !done) {
           // A fire's lock holding nothing: no fence of its own to keep.
           writes.push(this.#storage.delete(lock.at).then(() => {}));
           continue;
         }
         const saved: Saved = {
           fence: lock.fence,
-          lease: lease && { nonce: lease.nonce, owner: lease.owner, token: lease.token, ttl: lease.ttl },
+          lease: lease && stored(lease),
+          ...(lock.readers.size > 0 ? { readers: [...lock.readers.values()].map(stored) } : {}),
           ...(done ? { done } : {}),
         };
         writes.push(this.#storage.put(lock.at, saved));
       }
       this.#dirty.clear();
-      // One pending alarm at or before the earliest expiry (a lease's or a record's) is enough:
-      // it re-arms when it fires.
+      // One pending alarm at or before the earliest expiry (a lease's, a reader's or a record's) is
+      // enough: it re-arms when it fires.
       let next = Number.POSITIVE_INFINITY;
       for (const lock of this.#locks.values()) {
         if (lock.lease) next = Math.min(next, lock.lease.until);
+        for (const reader of lock.readers.values()) next = Math.min(next, reader.until);
         if (lock.done) next = Math.min(next, lock.done.until);
       }
       if (next !== Number.POSITIVE_INFINITY && !(this.#alarmAt !== undefined && this.#alarmAt <= next)) {

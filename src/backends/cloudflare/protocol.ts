@@ -48,7 +48,18 @@ export type LockRequest =
   | { op: "raise"; key: string; nonce: string; token: number }
   | { op: "complete"; key: string; nonce: string; retain: number }
   | { op: "acquireAny"; name: string; slots: number[]; owner: string; nonce: string; ttl: number }
-  | { op: "releaseAny"; name: string; slots: number[]; nonce: string };
+  | { op: "releaseAny"; name: string; slots: number[]; nonce: string }
+  | {
+      op: "acquireShared";
+      key: string;
+      owner: string;
+      nonce: string;
+      ttl: number;
+      waiter?: string;
+      hold?: number;
+    }
+  | { op: "renewShared"; key: string; nonce: string; ttl: number }
+  | { op: "releaseShared"; key: string; nonce: string };
 
 /** Who completed a fire: the runner's owner and token (`complete`, for runOnce). */
 export interface Done {
@@ -67,9 +78,16 @@ export interface Replies {
   raise: { ok: boolean };
   complete: { ok: boolean };
   releaseAny: { ok: true };
-  /** `done`: the holder is the record of a completed fire (`ttlLeft`: of the record). */
+  /** A shared lease: answered as an acquire. */
+  acquireShared: Replies["acquire"];
+  renewShared: { ok: boolean };
+  releaseShared: { ok: true };
+  /**
+   * `done`: the holder is the record of a completed fire (`ttlLeft`: of the record). `readers`: the
+   * key is held shared by that many live shared leases, and the holder is the newest of them.
+   */
   inspect: {
-    holder: { owner: string; token: number; ttlLeft: number; done?: true } | null;
+    holder: { owner: string; token: number; ttlLeft: number; done?: true; readers?: number } | null;
     waiters: number;
   };
 }
@@ -109,14 +127,17 @@ export function parseRequest(body: string): LockRequest | string {
   const ttl = ms(r.ttl) && (r.ttl as number) > 0;
   switch (r.op) {
     case "acquire":
-      if (!nonce || !ttl || !str(r.owner, 1_024)) return "acquire needs nonce, owner and ttl > 0";
+    case "acquireShared":
+      if (!nonce || !ttl || !str(r.owner, 1_024)) return `${r.op} needs nonce, owner and ttl > 0`;
       if (r.waiter !== undefined && (!str(r.waiter, 256) || !ms(r.hold)))
-        return "acquire with waiter needs hold >= 0";
+        return `${r.op} with waiter needs hold >= 0`;
       return r as LockRequest;
     case "renew":
-      return nonce && ttl ? (r as LockRequest) : "renew needs nonce and ttl > 0";
+    case "renewShared":
+      return nonce && ttl ? (r as LockRequest) : `${r.op} needs nonce and ttl > 0`;
     case "release":
-      return nonce ? (r as LockRequest) : "release needs nonce";
+    case "releaseShared":
+      return nonce ? (r as LockRequest) : `${r.op} needs nonce`;
     case "inspect":
       return r as LockRequest;
     case "raise":
@@ -128,7 +149,7 @@ export function parseRequest(body: string): LockRequest | string {
         ? (r as LockRequest)
         : `complete needs nonce and a retain from 1 to ${MAX_DELAY} ms`;
     default:
-      return "op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise or complete";
+      return "op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise, complete, acquireShared, renewShared or releaseShared";
   }
 }
 

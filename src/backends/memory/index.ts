@@ -112,14 +112,15 @@ export function memory(options: MemoryOptions = {}): Backend {
     const shared = observed ? undefined : liveReaders(key);
     if (shared || (held && !(observed && takeover === String(held.version)))) {
       if (waiter !== undefined && !observed) {
-        const marks = writers.get(key) ?? new Map<string, number>();
+        const marks = waitingWriters(key) ?? new Map<string, number>(); // the lapsed ones dropped
         writers.set(key, marks.set(waiter, now() + ttl));
       }
       if (observed && held) return { ok: false, version: String(held.version), ttl: held.ttl };
       const until = held ? held.until : Math.max(...[...shared!.values()].map((r) => r.until));
       return { ok: false, retryAfter: until - now() };
     }
-    if (waiter !== undefined) writers.get(key)?.delete(waiter);
+    // Granted: its mark goes, and the key's map with the last one, so nothing piles up.
+    if (waiter !== undefined && writers.get(key)?.delete(waiter)) waitingWriters(key);
     locks.set(key, { nonce, owner, token: nextToken(key), until: now() + ttl, ttl, version: ++versions });
     return { ok: true, token: locks.get(key)!.token };
   };
@@ -220,12 +221,13 @@ export function memory(options: MemoryOptions = {}): Backend {
       const held = live(key);
       const shared = held || observed ? undefined : liveReaders(key);
       if (shared) {
-        // The newest reader (the greatest token), and how many hold.
-        const newest = [...shared.values()].reduce((a, b) => (b.token > a.token ? b : a));
+        // The newest reader (the greatest token), how many hold, and when the last one's lease ends.
+        const all = [...shared.values()];
+        const newest = all.reduce((a, b) => (b.token > a.token ? b : a));
         return {
           owner: newest.owner,
           token: newest.token,
-          ttlLeft: newest.until - now(),
+          ttlLeft: Math.max(...all.map((r) => r.until)) - now(),
           readers: shared.size,
         };
       }

@@ -215,7 +215,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     name: NAME,
     prefix,
     evaluate: call,
-    read: (key, signal) => call(INSPECT, [key], [], signal),
+    read: (key, signal) => call(INSPECT, [key, `${key}:readers`], [], signal),
     malformed: (reply) => malformed(NAME, reply, clean),
     counterLoss:
       "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",

@@ -71,11 +71,6 @@ if not v or v:sub(1,#n)~=n then return 0 end
 redis.call("SET",KEYS[1],v:sub(#n),"PX",ARGV[2])
 return 1`;
 
-// KEYS[1] lock. nil when free, else the value and its PTTL. Read-only: may run with EVAL_RO.
-export const INSPECT = `local v=redis.call("GET",KEYS[1])
-if not v then return nil end
-return {v,redis.call("PTTL",KEYS[1])}`;
-
 // Shared mode (docs/DESIGN.md §18). A lock held shared has the value `*|token|owner` (the newest
 // reader's token and owner) with a PX expiry at the last reader's; no nonce is `*` (the backends
 // refuse it), so the exclusive scripts count it as taken and never as theirs. Its readers are the
@@ -153,6 +148,25 @@ local v=redis.call("GET",KEYS[1])
 if v and v:sub(1,2)=="*|" then last(KEYS[2]) end
 return 1`;
 
-// KEYS readers. How many readers are live.
-export const READERS: string = `${NOW}
-return redis.call("ZCOUNT",KEYS[1],"("..now,"+inf")`;
+// KEYS lock, fence, readers; ARGV nonce, token, owner. RAISE for a reader: when the nonce is a
+// live reader of the lock held shared, the lock's token (the newest reader's, now this one) and
+// the fence counter become at least the token (the expiry is kept); 1. Else 0.
+export const RAISE_SHARED: string = `${NOW}
+local s,v=redis.call("ZSCORE",KEYS[3],ARGV[1]),redis.call("GET",KEYS[1])
+if not s or tonumber(s)<=now or not v or v:sub(1,2)~="*|" then return 0 end
+local t=tonumber(ARGV[2])
+if tonumber(v:match("^%*|(%d+)|"))<t then redis.call("SET",KEYS[1],"*|"..ARGV[2].."|"..ARGV[3],"KEEPTTL") end
+if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],ARGV[2]) end
+return 1`;
+
+// KEYS lock, readers. nil when free, else the value and its PTTL, and with a lock held shared
+// (§18) how many readers are live. Read-only, without TIME (a read-only ACL refuses it): a lock
+// held shared expires at its last reader's score (LAST), so the server's now is that score less
+// the lock's PTTL. May run with EVAL_RO.
+export const INSPECT = `local v=redis.call("GET",KEYS[1])
+if not v then return nil end
+local p=redis.call("PTTL",KEYS[1])
+if v:sub(1,2)~="*|" then return {v,p} end
+local top=redis.call("ZRANGE",KEYS[2],-1,-1,"WITHSCORES")
+if #top==0 then return {v,p,0} end
+return {v,p,redis.call("ZCOUNT",KEYS[2],"("..(tonumber(top[2])-p),"+inf")}`;

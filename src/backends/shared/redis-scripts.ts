@@ -24,7 +24,7 @@ import {
   ACQUIRE_WAITING,
   COMPLETE,
   RAISE,
-  READERS,
+  RAISE_SHARED,
   RELEASE,
   RELEASE_ANY,
   RELEASE_SHARED,
@@ -72,7 +72,10 @@ export interface ScriptRunner {
   prefix: string;
   /** Runs a writing script (ACQUIRE_ANY, RENEW, RELEASE, RELEASE_ANY, RAISE, COMPLETE); resolves its reply as plain values. */
   evaluate(script: string, keys: string[], args: (string | number)[], signal?: AbortSignal): Promise<unknown>;
-  /** Runs INSPECT on the lock key (or reads the same): null, or `[value, pttl]`. */
+  /**
+   * Runs INSPECT on the lock key `key` and its readers `key:readers` (or reads the same): null,
+   * `[value, pttl]`, or for a lock held shared `[value, pttl, live readers]`.
+   */
   read(key: string, signal?: AbortSignal): Promise<unknown>;
   /** The error for a reply that is none of the expected ones. */
   malformed(reply: unknown): BackendError;
@@ -159,6 +162,8 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     floor: number,
     got: number,
     signal: AbortSignal | undefined,
+    // A reader's grant (§18): raised by RAISE_SHARED, freed by RELEASE_SHARED.
+    reader?: { owner: string },
   ): Promise<number> {
     const token = Math.max(floor, floorOf(key) ?? 0) + 1;
     const lost =
@@ -166,7 +171,10 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       `database lost ${fenceKey(key)}, ${runner.counterLoss}.`;
     let failure: unknown;
     try {
-      if (await ours(RAISE, [lock, fenceKey(key)], [nonce, token], signal)) {
+      const raised = reader
+        ? ours(RAISE_SHARED, [lock, fenceKey(key), `${lock}:readers`], [nonce, token, reader.owner], signal)
+        : ours(RAISE, [lock, fenceKey(key)], [nonce, token], signal);
+      if (await raised) {
         see(key, token);
         const message =
           `[leasehold] [${name}] ${lost} The counter was raised to ${token}, above every token this ` +
@@ -182,7 +190,10 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       if (signal?.aborted && error === signal.reason) throw error;
       failure = error;
     }
-    await evaluate(RELEASE, [lock], [nonce], signal).catch(() => {});
+    await (reader
+      ? evaluate(RELEASE_SHARED, [lock, `${lock}:readers`, `${lock}:writers`], [nonce], signal)
+      : evaluate(RELEASE, [lock], [nonce], signal)
+    ).catch(() => {});
     const why = failure instanceof Error ? failure.message : "the lock was no longer ours";
     throw new BackendError(
       `${lost} Raising it to ${token} failed (${why}), so the lease was not granted and the lock ` +
@@ -244,10 +255,9 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     ) {
       const floor = floors[i];
       see(key, value);
-      // A shared grant is not healed: RAISE is an exclusive holder's (docs/shared-plan.md).
-      if (kind === 2 || floor === undefined || value > floor || variant?.script === ACQUIRE_SHARED)
-        return { ok: true, token: value, index: i };
-      return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal), index: i };
+      if (kind === 2 || floor === undefined || value > floor) return { ok: true, token: value, index: i };
+      const reader = variant?.script === ACQUIRE_SHARED ? { owner } : undefined;
+      return { ok: true, token: await heal(key, locks[i]!, nonce, floor, value, signal, reader), index: i };
     }
     if (
       kind === 3 &&
@@ -331,10 +341,15 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     async inspect({ key, signal }): Promise<HolderInfo | null> {
       const r = await read(lockKey(key), signal);
       if (r === null) return null;
-      if (!Array.isArray(r) || r.length !== 2 || typeof r[0] !== "string" || typeof r[1] !== "number") {
+      if (
+        !Array.isArray(r) ||
+        r.length !== (typeof r[0] === "string" && r[0].startsWith("*|") ? 3 : 2) ||
+        typeof r[0] !== "string" ||
+        !r.slice(1).every((n) => Number.isSafeInteger(n))
+      ) {
         throw malformed(r);
       }
-      const [value, pttl] = r as [string, number];
+      const [value, pttl, readers] = r as [string, number, number?];
       // `nonce|token|owner`
       const m = /^[^|]*\|(\d+)\|/.exec(value);
       const token = Number(m?.[1]);
@@ -348,12 +363,8 @@ export function scriptBackend(runner: ScriptRunner): Backend {
       const holder: HolderInfo = { owner: value.slice(m![0].length), token };
       if (pttl > 0) holder.ttlLeft = pttl;
       if (value.startsWith("|")) holder.done = true; // a completed fire's record (COMPLETE)
-      if (value.startsWith("*|")) {
-        // Held shared (§18): the newest reader, and how many are live (a second request).
-        const readers = await evaluate(READERS, [`${lockKey(key)}:readers`], [], signal);
-        if (!(Number.isSafeInteger(readers) && (readers as number) >= 0)) throw malformed(readers);
-        holder.readers = readers as number;
-      }
+      // Held shared (§18): the newest reader granted, and how many are live.
+      if (readers !== undefined) holder.readers = readers;
       return holder;
     },
   };

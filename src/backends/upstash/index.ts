@@ -203,7 +203,7 @@ export function upstash(options: UpstashOptions): Backend {
   async function read(k: string, signal: AbortSignal | undefined): Promise<unknown> {
     if (!plainReads) {
       try {
-        return result(await call("", ["EVAL_RO", INSPECT, 1, k], signal));
+        return result(await call("", ["EVAL_RO", INSPECT, 2, k, `${k}:readers`], signal));
       } catch (error) {
         if (!(error instanceof BackendError && /\] (NOPERM|ERR unknown command)/.test(error.message)))
           throw error;
@@ -215,15 +215,18 @@ export function upstash(options: UpstashOptions): Backend {
       [
         ["GET", k],
         ["PTTL", k],
+        // Held shared (§18): the readers, lapsed ones not yet dropped counted too (no TIME here).
+        ["ZCARD", `${k}:readers`],
       ],
       signal,
     );
-    if (!Array.isArray(json) || json.length !== 2) throw malformed(json);
-    const [value, pttl] = json.map((entry: { error?: unknown }) => {
+    if (!Array.isArray(json) || json.length !== 3) throw malformed(json);
+    const [value, pttl, readers] = json.map((entry: { error?: unknown }) => {
       if (typeof entry?.error === "string") throw replyError(200, entry.error);
       return result(entry);
     });
-    return value === null ? null : [value, pttl];
+    if (value === null) return null;
+    return typeof value === "string" && value.startsWith("*|") ? [value, pttl, readers] : [value, pttl];
   }
 
   return scriptBackend({

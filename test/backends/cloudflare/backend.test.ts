@@ -186,7 +186,7 @@ describe("the route", () => {
     expect(error.status).toBe(400);
     expect(error.retryable).toBe(false);
     expect(error.message).toMatch(
-      /op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise or complete/,
+      /op must be acquire, acquireAny, renew, release, releaseAny, inspect, raise, complete, acquireShared, renewShared or releaseShared/,
     );
   });
 

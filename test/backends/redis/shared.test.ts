@@ -6,6 +6,7 @@ import IORedis from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { redis } from "../../../src/backends/redis/index.ts";
+import type { FenceHealed } from "../../../src/backends/shared/redis-scripts.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { createMutex } from "../../../src/index.ts";
 import { registerSecret } from "../../harness/secrets.ts";
@@ -73,6 +74,32 @@ describe("redis: shared mode's keys", () => {
     await short.release();
     expect(await raw.exists(lock, `${lock}:readers`, `${lock}:writers`)).toBe(0);
     expect(await raw.get(`${lock}:fence`)).toBe(String(long.token));
+  });
+
+  it("a reader granted after the fence counter went back is raised above every token seen, as a writer is", async () => {
+    const told: FenceHealed[] = [];
+    const backend = redis(raw, { onFenceHealed: (info) => told.push(info) });
+    const name = `shared-heal-${crypto.randomUUID().slice(0, 8)}`;
+    const lock = `leasehold:{${name}}`;
+    const make = (owner: string) => createMutex(backend, { name, owner, ttl: 5_000 });
+    for (let i = 0; i < 3; i++) await (await make("w").acquire()).release();
+    const reader = (await make("r1").acquire(shared))!;
+    expect(reader.token).toBe(4);
+    await raw.del(`${lock}:fence`); // the counter lost (a restart without persistence, eviction)
+    const healed = (await make("r2").acquire(shared))!;
+    expect(healed.token).toBe(5); // not 1: above the 4 this backend saw
+    expect(told).toEqual([
+      { backend: "redis", name, seen: 4, got: 1, token: 5, message: expect.stringMatching(/went back/) },
+    ]);
+    expect(await raw.get(`${lock}:fence`)).toBe("5");
+    expect(await raw.get(lock)).toBe(`*|5|r2`);
+    // Both readers still hold and renew; the next writer's token is above both.
+    await Promise.all([reader.renew(), healed.renew()]); // each rejects when its lease is gone
+    expect([reader.valid, healed.valid]).toEqual([true, true]);
+    await Promise.all([reader.release(), healed.release()]);
+    const writer = await make("w").acquire();
+    expect(writer.token).toBe(6);
+    await writer.release();
   });
 
   it("refuses the nonce *, which would read a lock held shared as its own", async () => {

@@ -559,6 +559,29 @@ describe("a read-only token", () => {
     expect(await readOnly.inspect({ key: name })).toBeNull();
   });
 
+  it("can inspect a lock held shared, in one request: the newest reader and how many are live", async () => {
+    const name = unique();
+    const make = (owner: string) => createMutex(backend, { name, owner, ttl: 5_000, renew: false });
+    const a = (await make("a").tryAcquire({ mode: "shared" }))!;
+    const b = (await make("b").tryAcquire({ mode: "shared" }))!;
+    let requests = 0;
+    const counted = upstash({
+      url: ctx.url,
+      token: ctx.readOnlyToken,
+      fetch: (url, init) => {
+        requests++;
+        return fetch(url, init);
+      },
+    });
+    expect(await createMutex(counted, { name }).holder()).toEqual({ owner: "b", token: b.token, readers: 2 });
+    expect(requests).toBe(1);
+    await b.release();
+    // The lock's value still names b (the newest granted); readers counts the live ones.
+    expect(await readOnly.inspect({ key: name })).toMatchObject({ readers: 1 });
+    await a.release();
+    expect(await readOnly.inspect({ key: name })).toBeNull();
+  });
+
   it("acquire, renew and release reject with ERR_BACKEND_AUTH saying the token is read-only", async () => {
     const name = unique();
     for (const call of [
@@ -632,9 +655,17 @@ describe("a read-only token", () => {
       expect(bridge.stats().paths).toEqual({ "/": 1, "/pipeline": 1 });
       bridge.resetStats();
       expect(await b.inspect({ key: name })).toMatchObject({ owner: "p", token: 1 });
-      expect(bridge.stats()).toEqual({ total: 1, paths: { "/pipeline": 1 }, commands: 2 });
+      expect(bridge.stats()).toEqual({ total: 1, paths: { "/pipeline": 1 }, commands: 3 });
       await backend.release({ key: name, nonce: n });
       expect(await b.inspect({ key: name })).toBeNull();
+      // Held shared: the readers counted in the same pipeline.
+      const reader = await backend.acquireShared!({ key: name, owner: "r", nonce: n, ttl: 5_000 });
+      expect(await b.inspect({ key: name })).toMatchObject({
+        owner: "r",
+        token: reader.ok && reader.token,
+        readers: 1,
+      });
+      await backend.releaseShared!({ key: name, nonce: n });
       await expect(b.acquire({ key: name, owner: "a", nonce: nonce(), ttl: 1_000 })).rejects.toThrow(
         /read-only/,
       );

@@ -88,6 +88,9 @@ export const SMOKE_CHECKS: readonly string[] = [
   "quorum: runs a fire once; a later call finds it done",
   "cloudflare: runs a fire once; a later call finds it done",
   "dynamodb: runs a fire once; a later call finds it done",
+  "memory: readers share; a writer waits for them and gets a greater token",
+  "upstash: readers share; a writer waits for them and gets a greater token",
+  "cloudflare: readers share; a writer waits for them and gets a greater token",
 ];
 
 /** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, AWS_*, … */
@@ -210,6 +213,47 @@ async function once(lib: SmokeLib, backend: Backend, name: string, ttl: number, 
 }
 
 /**
+ * Shared mode: two readers hold at once; a writer is kept out while they do and is served once
+ * they release, with a token above theirs.
+ */
+async function readers(
+  lib: SmokeLib,
+  backend: Backend,
+  name: string,
+  ttl: number,
+  pass: (c: string) => void,
+) {
+  const { createMutex } = lib;
+  const label = backend.name;
+  const [a, b, w] = ["smoke-a", "smoke-b", "smoke-w"].map((owner) =>
+    createMutex(backend, { name, ttl, owner }),
+  );
+  const first = await a!.acquire({ mode: "shared", timeout: 10_000 });
+  const second = await b!.tryAcquire({ mode: "shared" });
+  check(
+    second !== null && second.mode === "shared" && second.token > first.token,
+    `${label}: a second reader holds beside the first, with a greater token`,
+  );
+  check((await w!.tryAcquire()) === null, `${label}: a writer's tryAcquire gives null while readers hold`);
+  const seen = await w!.holder();
+  check(seen?.readers === 2, `${label}: holder() counts 2 readers (${JSON.stringify(seen)})`);
+  const writing = w!.acquire({ timeout: 10_000 });
+  await Promise.all([first.release(), second!.release()]);
+  {
+    await using writer = await writing;
+    check(
+      writer.mode === "exclusive" && writer.token > second!.token,
+      `${label}: the writer's token is above the readers'`,
+    );
+    check(
+      (await a!.tryAcquire({ mode: "shared" })) === null,
+      `${label}: a reader's tryAcquire gives null beside the writer`,
+    );
+  }
+  pass(`${label}: readers share; a writer waits for them and gets a greater token`);
+}
+
+/**
  * A short-ttl lease without renewal expires on its own and is taken over (on DynamoDB, a store
  * without expiry, once the other mutex has seen its record unchanged for the ttl).
  */
@@ -274,11 +318,13 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       await exclusive(lib, mem, name("x"), 5_000, pass);
       await expiry(lib, mem, name("e"), pass);
       await once(lib, mem, name("o"), 5_000, pass);
+      await readers(lib, mem, name("r"), 5_000, pass);
     })(),
     (async () => {
       await exclusive(lib, up, name("x"), 5_000, pass);
       await expiry(lib, up, name("e"), pass);
       await once(lib, up, name("o"), 5_000, pass);
+      await readers(lib, up, name("r"), 5_000, pass);
     })(),
     (async () => {
       const members = [1, 2, 3].map((i) =>
@@ -293,6 +339,7 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       await exclusive(lib, cf, name("x"), 5_000, pass);
       await expiry(lib, cf, name("e"), pass);
       await once(lib, cf, name("o"), 5_000, pass);
+      await readers(lib, cf, name("r"), 5_000, pass);
     })(),
     (async () => {
       const d = env.dynamodb;
