@@ -1,11 +1,12 @@
 // createLockManager (src/locks.ts, docs/web-locks.md): the W3C Web Locks API over a backend. The
 // cases follow the specification (https://w3c.github.io/web-locks/, quoted as "spec: ...") and the
 // web-platform-tests of web-locks/*.https.any.js (quoted as "WPT <file>: <test>"), run on memory,
-// on the real redis-server the harness starts and on the Upstash REST bridge in front of it. Two
-// managers on one store are two machines.
+// on the real redis-server the harness starts, on the Upstash REST bridge in front of it and on the
+// Durable Object in workerd (its line). Two managers on one store are two machines.
 import IORedis from "ioredis";
 import { afterAll, describe, expect, inject, it } from "vitest";
-import type { Backend } from "../../src/backend.ts";
+import type { Backend, QueuedAcquireRequest } from "../../src/backend.ts";
+import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { memory } from "../../src/backends/memory/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
@@ -25,6 +26,8 @@ import { registerSecret } from "../harness/secrets.ts";
 const ctx = inject("redis");
 registerSecret(ctx.password);
 const up = inject("upstash");
+const cf = inject("cloudflare");
+registerSecret(cf.token);
 const raw = new IORedis({ host: ctx.host, port: ctx.port, username: ctx.username, password: ctx.password });
 afterAll(async () => {
   await raw.quit();
@@ -65,6 +68,7 @@ for (const [label, store] of [
   ["memory", () => memory()],
   ["redis", () => redis(raw)],
   ["upstash", () => upstash({ url: up.url, token: up.token })],
+  ["cloudflare", () => durableObject({ url: cf.url, token: cf.token })],
 ] as [string, () => Backend][]) {
   describe(`createLockManager on ${label}`, () => {
     const backend = store();
@@ -652,10 +656,15 @@ for (const [label, store] of [
           retryable: false,
           auth: true,
         });
-        let failures = 1; // the first acquire only
+        let failures = 1; // the first acquire only (a waiting one goes to the line, where there is one)
+        const queued = backend.acquireQueued;
         const flaky: Backend = {
           ...backend,
           acquire: (r) => (failures-- > 0 ? Promise.reject(refused) : backend.acquire(r)),
+          ...(queued && {
+            acquireQueued: (r: QueuedAcquireRequest) =>
+              failures-- > 0 ? Promise.reject(refused) : queued.call(backend, r),
+          }),
         };
         const locks = createLockManager(flaky);
         const res = unique();
