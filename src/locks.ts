@@ -183,10 +183,9 @@ const ESCAPED = /[^A-Za-z0-9_:@-]/g;
  * declare function readReport(): Promise<string>; // your reads
  * declare function writeReport(fence: number, signal: AbortSignal): Promise<void>; // your writes
  *
- * const locks = createLockManager(memory());
- * const text = await locks.request("report", { mode: "shared" }, () => readReport());
- * await locks.request("report", (lock) => writeReport(lock.token, lock.signal));
- * console.log(text.length >= 0); // true
+ * const locks = createLockManager(memory()); // every process on one store shares the names
+ * const text = await locks.request("report", { mode: "shared" }, () => readReport()); // beside other readers
+ * await locks.request("report", (lock) => writeReport(lock.token, lock.signal)); // alone, fenced
  * ```
  */
 export function createLockManager(backend: Backend, options: LockManagerOptions = {}): LockManager {
