@@ -58,6 +58,17 @@ export {
 } from "./errors.ts";
 export type { LockEvent, LockEventBody, LockEventCode, LossReason } from "./events.ts";
 export type { Lease } from "./lease.ts";
+export {
+  createLockManager,
+  type Lock,
+  type LockHolder,
+  type LockInfo,
+  type LockManager,
+  type LockManagerOptions,
+  type LockManagerSnapshot,
+  type LockOptions,
+  type QueryOptions,
+} from "./locks.ts";
 export { createMutex, type Mutex } from "./mutex.ts";
 export { type Fire, nearestTick, type OnceOptions, type OnceResult, runOnce } from "./once.ts";
 export {
