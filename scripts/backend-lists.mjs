@@ -27,7 +27,8 @@ const where = (row) => row.where ?? row.runtimes.map((r) => RUNTIMES[r]).join(",
 /** The entries that are no backend, for the install table: the core first, then the node-cron adapter and the suite. */
 const CORE = {
   spec: "leasehold",
-  description: "the core: `createMutex`, `createSemaphore`, `createElection`, `runOnce`, errors, types",
+  description:
+    "the core: `createMutex`, `createSemaphore`, `createElection`, `runOnce`, `createLockManager`, errors, types",
   where: "Node, Bun, Deno, Workers",
   docs: ["API", "docs/api.md"],
 };

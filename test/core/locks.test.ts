@@ -1,13 +1,15 @@
 // createLockManager (src/locks.ts, docs/web-locks.md): the W3C Web Locks API over a backend. The
 // cases follow the specification (https://w3c.github.io/web-locks/, quoted as "spec: ...") and the
 // web-platform-tests of web-locks/*.https.any.js (quoted as "WPT <file>: <test>"), run on memory,
-// on the real redis-server the harness starts, on the Upstash REST bridge in front of it and on the
+// on the real redis-server the harness starts, on the Upstash REST bridge in front of it, on PostgreSQL and on the
 // Durable Object in workerd (its line). Two managers on one store are two machines.
 import IORedis from "ioredis";
+import pg from "pg";
 import { afterAll, describe, expect, inject, it } from "vitest";
 import type { Backend, QueuedAcquireRequest } from "../../src/backend.ts";
 import { durableObject } from "../../src/backends/cloudflare/index.ts";
 import { memory } from "../../src/backends/memory/index.ts";
+import { postgres } from "../../src/backends/postgres/index.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import {
@@ -21,6 +23,7 @@ import {
   type LockOptions,
 } from "../../src/index.ts";
 import { sleep } from "../../src/time.ts";
+import { ctx as pgc } from "../backends/postgres/clients.ts";
 import { registerSecret } from "../harness/secrets.ts";
 
 const ctx = inject("redis");
@@ -29,8 +32,10 @@ const up = inject("upstash");
 const cf = inject("cloudflare");
 registerSecret(cf.token);
 const raw = new IORedis({ host: ctx.host, port: ctx.port, username: ctx.username, password: ctx.password });
+const pool = new pg.Pool({ connectionString: pgc.url, max: 10 });
 afterAll(async () => {
   await raw.quit();
+  await pool.end();
 });
 
 /** A resolvable promise. */
@@ -69,6 +74,7 @@ for (const [label, store] of [
   ["redis", () => redis(raw)],
   ["upstash", () => upstash({ url: up.url, token: up.token })],
   ["cloudflare", () => durableObject({ url: cf.url, token: cf.token })],
+  ["postgres", () => postgres(pool, { table: "lock_manager", createTable: true })],
 ] as [string, () => Backend][]) {
   describe(`createLockManager on ${label}`, () => {
     const backend = store();
