@@ -31,6 +31,7 @@ import type * as Core from "../../../src/index.ts";
 /** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`, `/dynamodb`. */
 export interface SmokeLib {
   createMutex: typeof Core.createMutex;
+  createLockManager: typeof Core.createLockManager;
   runOnce: typeof Core.runOnce;
   isLockError: typeof Core.isLockError;
   memory: typeof MemoryModule.memory;
@@ -91,6 +92,8 @@ export const SMOKE_CHECKS: readonly string[] = [
   "memory: readers share; a writer waits for them and gets a greater token",
   "upstash: readers share; a writer waits for them and gets a greater token",
   "cloudflare: readers share; a writer waits for them and gets a greater token",
+  "memory: Web Locks: a reader on one manager, the writer on another after it",
+  "upstash: Web Locks: a reader on one manager, the writer on another after it",
 ];
 
 /** The variables runners pass: UPSTASH_REDIS_REST_URL/_TOKEN, AZURE_STORAGE_CONNECTION_STRING, LEASEHOLD_DO_URL/_TOKEN, AWS_*, … */
@@ -254,6 +257,42 @@ async function readers(
 }
 
 /**
+ * createLockManager: two managers on one store stand for two machines. A shared request on one
+ * holds while the other's ifAvailable exclusive request gets null, and its waiting exclusive
+ * request is served after the reader with a greater token.
+ */
+async function webLocks(lib: SmokeLib, backend: Backend, name: string, pass: (c: string) => void) {
+  const label = backend.name;
+  const [a, b] = [0, 1].map(() => lib.createLockManager(backend, { ttl: 5_000, retryDelay: 50 }));
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => {
+    release = resolve;
+  });
+  let granted!: (token: number) => void;
+  const reading = new Promise<number>((resolve) => {
+    granted = resolve;
+  });
+  const read = a!.request(name, { mode: "shared" }, async (lock) => {
+    check(lock?.mode === "shared", `${label}: the reader's lock is shared`);
+    granted(lock!.token);
+    await held;
+    return lock!.token;
+  });
+  const readToken = await reading;
+  const none = await b!.request(name, { ifAvailable: true }, (lock) => lock);
+  check(none === null, `${label}: ifAvailable gives null beside the reader`);
+  const write = b!.request(name, (lock) => lock?.token);
+  release();
+  check((await read) === readToken, `${label}: the reader's request settles with its callback's value`);
+  const writeToken = await write;
+  check(
+    typeof writeToken === "number" && writeToken > readToken,
+    `${label}: the writer's token ${writeToken} is above the reader's ${readToken}`,
+  );
+  pass(`${label}: Web Locks: a reader on one manager, the writer on another after it`);
+}
+
+/**
  * A short-ttl lease without renewal expires on its own and is taken over (on DynamoDB, a store
  * without expiry, once the other mutex has seen its record unchanged for the ttl).
  */
@@ -319,12 +358,14 @@ export async function smoke(lib: SmokeLib, env: SmokeEnv): Promise<SmokeReport> 
       await expiry(lib, mem, name("e"), pass);
       await once(lib, mem, name("o"), 5_000, pass);
       await readers(lib, mem, name("r"), 5_000, pass);
+      await webLocks(lib, mem, name("w"), pass);
     })(),
     (async () => {
       await exclusive(lib, up, name("x"), 5_000, pass);
       await expiry(lib, up, name("e"), pass);
       await once(lib, up, name("o"), 5_000, pass);
       await readers(lib, up, name("r"), 5_000, pass);
+      await webLocks(lib, up, name("w"), pass);
     })(),
     (async () => {
       const members = [1, 2, 3].map((i) =>

@@ -8,7 +8,7 @@
 // - `fetch`: `/smoke` runs the shared smoke suite inside workerd; `/timers` reports how many
 //   timers are pending in this isolate; `/leak` is the negative control: a lease left unreleased,
 //   which `/timers` must then see.
-import { createMutex, isLockError, runOnce } from "leasehold";
+import { createLockManager, createMutex, isLockError, runOnce } from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -96,6 +96,7 @@ export default {
       try {
         const lib = {
           createMutex,
+          createLockManager,
           isLockError,
           runOnce,
           memory,
