@@ -6,6 +6,7 @@ import { counterOf, slotKey } from "../../slots.ts";
 import {
   type Done,
   EXHAUSTED,
+  isSlotRequest,
   json,
   KEEP_PLACE_MS,
   type LockRequest,
@@ -293,7 +294,7 @@ export class LeaseholdLock {
   /** Runs one operation; every change is saved before its answer (and the answers it unblocked). */
   async #run(r: LockRequest): Promise<unknown> {
     const now = Date.now();
-    const keys = "slots" in r ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
+    const keys = isSlotRequest(r) ? r.slots.map((slot) => slotKey(r.name, slot)) : [r.key];
     const locks = keys.map((key) => this.#lockAt(storageKey(key)));
     for (const lock of locks) lock.busy++;
     try {

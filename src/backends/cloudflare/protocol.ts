@@ -182,9 +182,13 @@ export function objectName(key: string): string {
   return slotOf(key)?.name ?? counterOf(key);
 }
 
+/** Whether `r` is a semaphore's request (its slots of one object), by its op: never by its fields. */
+export const isSlotRequest = (r: LockRequest): r is Extract<LockRequest, { slots: number[] }> =>
+  r.op === "acquireAny" || r.op === "releaseAny";
+
 /** The object that serves request `r`. */
 export function objectOf(r: LockRequest): string {
-  return "slots" in r ? r.name : objectName(r.key);
+  return isSlotRequest(r) ? r.name : objectName(r.key);
 }
 
 /**

@@ -225,6 +225,29 @@ describe("the route", () => {
     await lease.release();
   });
 
+  it("a lock request is routed and served by its op: fields of a semaphore's request on it are ignored", async () => {
+    const key = unique();
+    const semaphore = unique();
+    const n = nonce();
+    // slots and name beside a key: the request is still the key's, in the key's object.
+    const r = await post({
+      op: "acquireShared",
+      key,
+      owner: "o",
+      nonce: n,
+      ttl: 5_000,
+      name: semaphore,
+      slots: [0],
+    });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ ok: true });
+    expect(await backend.inspect({ key })).toMatchObject({ owner: "o", readers: 1 });
+    expect(await backend.inspect({ key: slotKey(semaphore, 0) })).toBeNull();
+    const odd = await post({ op: "release", key, nonce: "x", name: semaphore, slots: "ab" });
+    expect(odd.status).toBe(200);
+    await backend.releaseShared!({ key, nonce: n });
+  });
+
   it("a fence counter already at Number.MAX_SAFE_INTEGER (raised there before the bound): acquire fails at once, non-retryable, naming the lock; so does a waiter in line", async () => {
     const exhausted = durableObject({ url: `${ctx.origin}/exhausted`, token: ctx.token });
     const name = unique();
@@ -245,6 +268,11 @@ describe("the route", () => {
       .acquire({ timeout: 10_000 })
       .catch((e: unknown) => e);
     expect(again).toMatchObject(exhaustedError(name));
+    // A reader draws from the same counter, and is told the same.
+    const reader = await mutex("reader")
+      .acquire({ mode: "shared", timeout: 10_000 })
+      .catch((e: unknown) => e);
+    expect(reader).toMatchObject(exhaustedError(name));
     // The object's own answer, as a client of an older version sees it: 409, not retryable.
     const raw = await fetch(`${ctx.origin}/exhausted`, {
       method: "POST",
