@@ -311,6 +311,9 @@ export async function waitFor<L extends Lease>(
       } finally {
         pending = false;
       }
+      // A waiting writer's mark lasts its ttl: it comes back within ttl/2, so that readers never
+      // slip in between two attempts, whatever retryDelay is (§18).
+      if (marked) wait = Math.min(wait, ttl / 2);
       // Never sleep past the timeout, and never sleep after giving up.
       if (now() >= end) throw timedOut();
       // This attempt failed and another follows (a failure that ends the wait is its cause).

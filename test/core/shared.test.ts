@@ -279,6 +279,31 @@ describe("a waiting writer's mark", () => {
     expect(lost.unmarks).toEqual([lost.waiters[0]]);
   });
 
+  it("outlives the pauses between attempts whatever retryDelay is: a stream of readers cannot keep the writer out", async () => {
+    const store = memory();
+    const make = (owner: string, ttl: number, retryDelay = 1_000) =>
+      createMutex(store, { name: "doc", owner, ttl, retryDelay, renew: false });
+    // Readers come every 100 ms and each holds 600 ms: the lock is never free of them.
+    let streaming = true;
+    const stream = (async () => {
+      for (let i = 0; streaming; i++) {
+        const r = await make(`r${i}`, 1_000).tryAcquire(shared);
+        if (r) setTimeout(() => void r.release(), 600);
+        await sleep(100);
+      }
+    })();
+    await sleep(150);
+    // A mark of 150 ms, attempts that would back off to 2 s apart.
+    const started = performance.now();
+    const writer = await make("w", 150, 2_000).acquire({ timeout: 5_000 });
+    const waited = performance.now() - started;
+    streaming = false;
+    await stream;
+    // The readers present when it arrived hold ≤ 600 ms; then nobody new got in.
+    expect(waited).toBeLessThan(2_000);
+    await writer.release();
+  });
+
   it("goes with the grant on every key: readers get in at once after writers that waited", async () => {
     const store = memory();
     for (let i = 0; i < 50; i++) {
