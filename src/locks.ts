@@ -192,6 +192,14 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
   const where = "createLockManager";
   const { onError, ...rest } = optionsOf(where, options);
   checkFunction(where, "onError", onError);
+  // createMutex's options that mean nothing here: refused, not ignored (a wait is bounded by a
+  // request's signal, such as AbortSignal.timeout(ms); every lock renews itself).
+  for (const key of ["name", "renew", "timeout"] as const)
+    check(
+      !(key in rest),
+      `${where}:`,
+      `option ${key} is not one of createLockManager's (ttl, owner, retryDelay, stopMargin, onEvent, onError)${key === "timeout" ? "; bound a request with its signal, such as { signal: AbortSignal.timeout(ms) }" : ""}`,
+    );
   // Every option but the name, checked once; each name's mutex is made with them (and one owner).
   const o = checkMutexOptions(backend, { ...rest, name: "x" }, where);
   const base = {
@@ -313,16 +321,14 @@ export function createLockManager(backend: Backend, options: LockManagerOptions 
     };
     // Lost while the callback runs (the specification's steal, done by time or the store): the
     // lock leaves the held set and the request rejects at once with the loss; the callback goes on.
-    signal.addEventListener(
-      "abort",
-      () => {
-        if (r.state !== "held") return;
-        leave(r, q);
-        r.state = "done";
-        r.reject(signal.reason);
-      },
-      { once: true },
-    );
+    const lost = () => {
+      if (r.state !== "held") return;
+      leave(r, q);
+      r.state = "done";
+      r.reject(signal.reason);
+    };
+    if (signal.aborted) queueMicrotask(lost);
+    else signal.addEventListener("abort", lost, { once: true });
     // When the callback's result settles: release the lock, then settle the request with that
     // result (the specification's order). A failed release rejects a request whose callback
     // fulfilled, as mutex.run does; the store frees the lock at its ttl anyway.

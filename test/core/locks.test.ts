@@ -180,6 +180,12 @@ for (const [label, store] of [
         );
         expect(() => createLockManager(backend, 3 as never)).toThrow(TypeError);
         expect(createLockManager(backend, { owner: "worker-1" }).clientId).toBe("worker-1");
+        // createMutex's options that mean nothing here are refused, not ignored.
+        for (const key of ["name", "renew", "timeout"])
+          expect(() => createLockManager(backend, { [key]: 1 } as never)).toThrow(
+            new RegExp(`createLockManager: option ${key} is not one of createLockManager's`),
+          );
+        expect(() => createLockManager(backend, { timeout: 5 } as never)).toThrow(/AbortSignal\.timeout/);
       });
     });
 
