@@ -165,7 +165,11 @@ export function durableObject(target: DurableObjectNamespaceLike | DurableObject
     // and the key when it knows it (a 409 from anything else, such as a proxy, is an ordinary
     // refused request below).
     const refusal = body as { exhausted?: unknown; key?: unknown } | null;
-    if (status === EXHAUSTED && refusal?.exhausted === true && (r.op === "acquire" || r.op === "acquireShared" || r.op === "acquireAny"))
+    if (
+      status === EXHAUSTED &&
+      refusal?.exhausted === true &&
+      (r.op === "acquire" || r.op === "acquireShared" || r.op === "acquireAny")
+    )
       throw fenceExhausted(NAME, typeof refusal.key === "string" ? refusal.key : "key" in r ? r.key : r.name);
     if (status !== 200) {
       let error =
