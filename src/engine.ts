@@ -1,13 +1,14 @@
 // The engine that createMutex and createSemaphore share: one acquire request on one key (with its
 // observed-expiry state), the lease of a granted request, the events of an attempt, the wait of
 // acquire(), and run(). mutex.ts and semaphore.ts are its two faces; it knows neither.
-import type {
-  AcquireAnyResult,
-  AcquireRequest,
-  AcquireResult,
-  Backend,
-  FireHolder,
-  HolderInfo,
+import {
+  type AcquireAnyResult,
+  type AcquireRequest,
+  type AcquireResult,
+  type Backend,
+  canShare,
+  type FireHolder,
+  type HolderInfo,
 } from "./backend.ts";
 import { BackendError, explain, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
@@ -279,9 +280,7 @@ export async function waitFor<L extends Lease>(
   const bound = outer ? outer.signal : signal;
   // One place in line for every attempt of this call, on a backend that queues waiters.
   const waiter =
-    queued && (backend.acquireQueued || backend.acquireShared) && timeout !== 0
-      ? crypto.randomUUID()
-      : undefined;
+    queued && (backend.acquireQueued || canShare(backend)) && timeout !== 0 ? crypto.randomUUID() : undefined;
   // Whether an attempt that carried the waiter may have left its mark or place: refused, or sent
   // and not answered. Only then does a give-up send the request that removes it.
   let marked = false;
