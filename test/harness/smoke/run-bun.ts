@@ -1,6 +1,6 @@
 // Bun runner: the built package imported by its name (package.json "exports" → dist/), as a
 // Bun user installing from npm gets it; the suite's TypeScript and `await using` run natively.
-import { createLockManager, createMutex, isLockError, runOnce } from "leasehold";
+import * as core from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -13,18 +13,7 @@ const bun = (globalThis as { Bun?: { version: string } }).Bun;
 try {
   if (!bun) throw new Error("run-bun.ts must run on Bun");
   const result = await smoke(
-    {
-      createMutex,
-      createLockManager,
-      isLockError,
-      runOnce,
-      memory,
-      upstash,
-      azureBlob,
-      quorum,
-      durableObject,
-      dynamodb,
-    },
+    { ...core, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
     smokeEnv((n) => process.env[n]),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, bun: bun.version, suite: "native" })}`);

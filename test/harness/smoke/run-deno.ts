@@ -2,7 +2,7 @@
 // and its subpaths; test/harness/smoke/deno.json maps those specifiers to the TypeScript sources that
 // jsr.json publishes (scripts/check-exports.mjs keeps the two in step). Run with --check, so the
 // sources and the suite are type-checked by Deno too, and with network access to 127.0.0.1 only.
-import { createLockManager, createMutex, isLockError, runOnce } from "jsr:@leasehold/leasehold";
+import * as core from "jsr:@leasehold/leasehold";
 import { azureBlob } from "jsr:@leasehold/leasehold/azure-blob";
 import { durableObject } from "jsr:@leasehold/leasehold/cloudflare";
 import { dynamodb } from "jsr:@leasehold/leasehold/dynamodb";
@@ -13,18 +13,7 @@ import { smoke, smokeEnv } from "./suite.ts";
 
 try {
   const result = await smoke(
-    {
-      createMutex,
-      createLockManager,
-      isLockError,
-      runOnce,
-      memory,
-      upstash,
-      azureBlob,
-      quorum,
-      durableObject,
-      dynamodb,
-    },
+    { ...core, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
     smokeEnv((n) => Deno.env.get(n)),
   );
   console.log(`SMOKE_REPORT ${JSON.stringify({ ...result, deno: Deno.version.deno, suite: "native" })}`);

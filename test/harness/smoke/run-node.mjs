@@ -4,7 +4,7 @@
 
 import { readFile } from "node:fs/promises";
 import { transform } from "esbuild";
-import { createLockManager, createMutex, isLockError, runOnce } from "leasehold";
+import * as core from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -25,18 +25,7 @@ const suite = await import(`data:text/javascript;base64,${Buffer.from(code).toSt
 
 await report(
   suite,
-  {
-    createMutex,
-    createLockManager,
-    isLockError,
-    runOnce,
-    memory,
-    upstash,
-    azureBlob,
-    quorum,
-    durableObject,
-    dynamodb,
-  },
+  { ...core, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: nativeAwaitUsing(),

@@ -1,6 +1,6 @@
 // Node 24 runner: the built package imported by its name (dist/), and the suite's TypeScript
 // loaded as is: Node 24 strips the types itself and runs `await using` natively.
-import { createLockManager, createMutex, isLockError, runOnce } from "leasehold";
+import * as core from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -14,18 +14,7 @@ if (!nativeAwaitUsing()) throw new Error(`Node ${process.versions.node} cannot p
 
 await report(
   suite,
-  {
-    createMutex,
-    createLockManager,
-    isLockError,
-    runOnce,
-    memory,
-    upstash,
-    azureBlob,
-    quorum,
-    durableObject,
-    dynamodb,
-  },
+  { ...core, memory, upstash, azureBlob, quorum, durableObject, dynamodb },
   {
     node: process.versions.node,
     nativeAwaitUsing: true,

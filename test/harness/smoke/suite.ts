@@ -28,12 +28,12 @@ import type * as QuorumModule from "../../../src/backends/quorum/index.ts";
 import type * as UpstashModule from "../../../src/backends/upstash/index.ts";
 import type * as Core from "../../../src/index.ts";
 
-/** The library as the runner imported it: `leasehold`, `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`, `/dynamodb`. */
-export interface SmokeLib {
-  createMutex: typeof Core.createMutex;
-  createLockManager: typeof Core.createLockManager;
-  runOnce: typeof Core.runOnce;
-  isLockError: typeof Core.isLockError;
+/**
+ * The library as the runner imported it: `leasehold` (the core's namespace, spread), and the
+ * backends of `leasehold/memory`, `/upstash`, `/azure-blob`, `/quorum`, `/cloudflare`, `/dynamodb`.
+ */
+export interface SmokeLib
+  extends Pick<typeof Core, "createMutex" | "createLockManager" | "runOnce" | "isLockError"> {
   memory: typeof MemoryModule.memory;
   upstash: typeof UpstashModule.upstash;
   azureBlob: typeof AzureBlobModule.azureBlob;

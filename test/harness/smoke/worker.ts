@@ -8,7 +8,7 @@
 // - `fetch`: `/smoke` runs the shared smoke suite inside workerd; `/timers` reports how many
 //   timers are pending in this isolate; `/leak` is the negative control: a lease left unreleased,
 //   which `/timers` must then see.
-import { createLockManager, createMutex, isLockError, runOnce } from "leasehold";
+import * as core from "leasehold";
 import { azureBlob } from "leasehold/azure-blob";
 import { durableObject } from "leasehold/cloudflare";
 import { dynamodb } from "leasehold/dynamodb";
@@ -74,7 +74,7 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
 export default {
   async scheduled(controller: ScheduledController, env: Env, _ctx: ExecutionContext): Promise<void> {
     const log = `smoke:${env.SMOKE_ID}:cron-log`;
-    const mutex = createMutex(fromEnv(env, { prefix: "smoke:" }), {
+    const mutex = core.createMutex(fromEnv(env, { prefix: "smoke:" }), {
       name: `smoke-${env.SMOKE_ID}-cron`,
       ttl: 10_000,
     });
@@ -94,18 +94,7 @@ export default {
     const { pathname } = new URL(request.url);
     if (pathname === "/smoke") {
       try {
-        const lib = {
-          createMutex,
-          createLockManager,
-          isLockError,
-          runOnce,
-          memory,
-          upstash,
-          azureBlob,
-          quorum,
-          durableObject,
-          dynamodb,
-        };
+        const lib = { ...core, memory, upstash, azureBlob, quorum, durableObject, dynamodb };
         const result = await smoke(
           lib,
           smokeEnv((name) => env[name]),
@@ -128,7 +117,7 @@ export default {
     if (pathname === "/leak") {
       // Never released (and it cannot be later: workerd forbids touching one request's I/O from
       // another), so its renewal and deadline timers stay pending after this handler returns.
-      const lease = await createMutex(memory(), { name: "leak", ttl: 60_000 }).acquire();
+      const lease = await core.createMutex(memory(), { name: "leak", ttl: 60_000 }).acquire();
       return Response.json({ token: lease.token });
     }
     return new Response("not found", { status: 404 });
