@@ -332,6 +332,23 @@ export interface SharedLocks {
   releaseShared?(r: ReleaseRequest): Promise<void>;
 }
 
+/**
+ * Optional capability: notice of releases, so that a waiting `acquire()` tries again as soon as
+ * the lock it waits for may be free instead of after its pause (docs/DESIGN.md §19). Polling
+ * stays: a lost notice costs what it costs without this, one pause.
+ */
+export interface ReleaseNotices {
+  /**
+   * Optional: listens for releases of `key`. Resolves once it listens: from then until `signal`
+   * aborts, every release of `key` the store makes (an exclusive or a shared lease released, a
+   * fire completed) calls `wake()` soon after; a call with no release behind it is allowed (the
+   * waiter only tries again). Rejects when it cannot listen, or when `signal` aborts first; the
+   * waiter then polls. Aborting `signal` ends the watch. Every watch of one backend object
+   * shares at most one extra connection, closed when the last watch ends.
+   */
+  watch?(key: string, wake: () => void, signal: AbortSignal): Promise<void>;
+}
+
 /** Options of {@link Close.close}. */
 export interface CloseOptions {
   /** The longest to wait for the work in flight, in ms (a finite number ≥ 0); the backend says its default. */
@@ -364,6 +381,7 @@ export interface Backend
     RaiseFence,
     FireRecord,
     SharedLocks,
+    ReleaseNotices,
     Close {}
 
 /** The optional methods, each a function when present. */
@@ -376,6 +394,7 @@ const OPTIONAL = [
   "acquireShared",
   "renewShared",
   "releaseShared",
+  "watch",
   "close",
 ] as const;
 
@@ -406,6 +425,8 @@ export interface Capabilities {
   queued: boolean;
   /** `runOnce` can record a completed fire ({@link FireRecord}). */
   once: boolean;
+  /** A waiter is woken by the release of the lock it waits for, not only by its next poll ({@link ReleaseNotices}). */
+  watch: boolean;
 }
 
 /**
@@ -427,6 +448,7 @@ export function capabilities(backend: Backend): Capabilities {
     shared: canShare(backend),
     queued: typeof backend.acquireQueued === "function",
     once: typeof backend.complete === "function",
+    watch: typeof backend.watch === "function",
   };
 }
 

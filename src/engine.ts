@@ -22,8 +22,8 @@ import {
   isNumber,
   optionsOf,
 } from "./options.ts";
-import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
-import { NEVER, now, sleep } from "./time.ts";
+import { abortable, linkedSignal, noAnswer, requestSignal } from "./signals.ts";
+import { NEVER, now, sleep, within } from "./time.ts";
 import { FAILURE_REPORT_INTERVAL, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
 
@@ -238,7 +238,8 @@ export function failureReporter(
  * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
  * §4.7). `what` names the lock in the timeout's message; `queued`: whether to wait in line on a
  * backend with `acquireQueued`, or as a writer marked waiting on one with `acquireShared` (§18;
- * `what` is then the lock's key, whose mark a give-up removes). @internal
+ * `what` is then the lock's key, whose mark a give-up removes). `watched`: the key whose releases
+ * end a pause early on a backend with `watch` (§19). @internal
  */
 export async function waitFor<L extends Lease>(
   o: Core,
@@ -246,6 +247,7 @@ export async function waitFor<L extends Lease>(
   options: AcquireOptions | undefined,
   attempt: AttemptFn<L>,
   queued: boolean,
+  watched?: string,
 ): Promise<L> {
   const { backend, ttl, retryDelay, emit } = o;
   const backendName = backend.name;
@@ -284,9 +286,21 @@ export async function waitFor<L extends Lease>(
   // Whether an attempt that carried the waiter may have left its mark or place: refused, or sent
   // and not answered. Only then does a give-up send the request that removes it.
   let marked = false;
+  // Wake on release (§19): after the first refusal, a backend that can tell of releases listens
+  // for this key's (until the wait ends); a release then ends the pause, or the next pause when
+  // it came during an attempt. A backend that keeps a line needs none.
+  const watch = watched !== undefined && !backend.acquireQueued ? backend.watch : undefined;
+  let listening: AbortController | undefined;
+  let woken = false;
+  let nap: AbortController | undefined;
+  const wake = () => {
+    woken = true;
+    nap?.abort();
+  };
   try {
     for (let failures = 0; ; failures++) {
       let wait = waitDelay(failures, retryDelay);
+      woken = false;
       pending = true;
       attempts++;
       // Every attempt carries the waiter, the last one too: a grant removes the mark the earlier
@@ -320,7 +334,30 @@ export async function waitFor<L extends Lease>(
         print ??= failureReporter(backendName, what, timeout);
         print(lastError);
       }
-      await sleep(Math.min(wait, end - now()), bound);
+      if (watch && answered && !listening) {
+        // Listening, bounded like an inspect; then one more attempt at once: a release between
+        // the refusal and the listening is not missed. A backend that cannot listen: polls.
+        listening = new AbortController();
+        const live = watch.call(backend, watched!, wake, listening.signal).then(() => true);
+        if (await within(bound ? abortable(live, bound) : live, quietBound(ttl))) continue;
+        listening.abort();
+      }
+      if (woken) continue;
+      if (!listening || listening.signal.aborted) {
+        await sleep(Math.min(wait, end - now()), bound);
+        continue;
+      }
+      // A pause that a release ends early.
+      nap = new AbortController();
+      const napping = linkedSignal([bound, nap.signal]);
+      try {
+        await sleep(Math.min(wait, end - now()), napping.signal);
+      } catch (error) {
+        if (!woken || bound?.aborted) throw error;
+      } finally {
+        napping.done();
+        nap = undefined;
+      }
     }
   } catch (error) {
     // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
@@ -333,6 +370,7 @@ export async function waitFor<L extends Lease>(
     throw error;
   } finally {
     outer?.done();
+    listening?.abort();
   }
 }
 

@@ -34,6 +34,7 @@ export type {
   QueuedHolderInfo,
   RaiseFence,
   RaiseFenceRequest,
+  ReleaseNotices,
   ReleaseAnyRequest,
   ReleaseRequest,
   RenewRequest,

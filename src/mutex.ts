@@ -109,7 +109,14 @@ export function createMutex(backend: Backend, options: MutexOptions): Mutex {
     const attempt = attemptOf("acquire", optionsOf("acquire", options).mode); // a rejection, not a throw
     // A reader never marks a writer waiting: a reader's attempts are `queued` only on a backend
     // that keeps a line, where it waits in it with the writers (§18).
-    return waitFor(o, name, options, attempt, attempt === acquireOnce || backend.acquireQueued !== undefined);
+    return waitFor(
+      o,
+      name,
+      options,
+      attempt,
+      attempt === acquireOnce || backend.acquireQueued !== undefined,
+      name,
+    );
   };
 
   const holder: Mutex["holder"] = async (options) => {

@@ -237,6 +237,8 @@ export async function runOnce<T>(
     },
     inspect: (r) => backend.inspect(r),
   };
+  // A standby wakes when the fire is recorded done or its runner lets go (§19).
+  if (backend.watch) through.watch = backend.watch.bind(backend);
   const run: Core = { ...o, backend: through };
   const attempt = observe(run, keyAttempt(run, key));
 
@@ -257,6 +259,7 @@ export async function runOnce<T>(
           return r;
         },
         false,
+        key,
       );
     } catch (error) {
       if (error instanceof FireDone) return { ran: false, reason: "done", by: error.by };

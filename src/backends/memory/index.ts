@@ -64,6 +64,11 @@ export function memory(options: MemoryOptions = {}): Backend {
   const readers = new Map<string, Map<string, Held>>();
   const writers = new Map<string, Map<string, number>>();
   let versions = 0;
+  // The waiters listening for each key's releases (watch, docs/DESIGN.md §19).
+  const watchers = new Map<string, Set<() => void>>();
+  const freed = (key: string): void => {
+    for (const wake of watchers.get(key) ?? []) wake();
+  };
 
   /** The live entries of `map`'s entry for `key` (expired ones dropped), or undefined when none. */
   const liveOf = <V>(map: Map<string, Map<string, V>>, key: string, until: (v: V) => number) => {
@@ -133,7 +138,7 @@ export function memory(options: MemoryOptions = {}): Backend {
 
   /** Frees `key` if `nonce` holds it: release's, and each step of releaseAny's. */
   const free = (key: string, nonce: string): void => {
-    if (owns(key, nonce)) locks.delete(key);
+    if (owns(key, nonce) && locks.delete(key)) freed(key);
   };
 
   /** The shared lease of `nonce` on `key`, when live. */
@@ -165,7 +170,7 @@ export function memory(options: MemoryOptions = {}): Backend {
     },
     async releaseShared({ key, nonce, signal }) {
       signal?.throwIfAborted();
-      if (reader(key, nonce)) liveReaders(key)?.delete(nonce);
+      if (reader(key, nonce) && liveReaders(key)?.delete(nonce)) freed(key);
       liveReaders(key); // drops the key's map when that was the last
       // A writer that gave up: its waiting mark goes (§18).
       if (waitingWriters(key)?.delete(nonce)) waitingWriters(key);
@@ -254,7 +259,16 @@ export function memory(options: MemoryOptions = {}): Backend {
         version: ++versions,
         done: true,
       });
+      freed(key);
       return true;
+    },
+    async watch(key, wake, signal) {
+      signal.throwIfAborted();
+      const wakes = watchers.get(key) ?? new Set();
+      watchers.set(key, wakes.add(wake));
+      signal.addEventListener("abort", () => {
+        if (wakes.delete(wake) && wakes.size === 0 && watchers.get(key) === wakes) watchers.delete(key);
+      });
     },
     async raiseFence({ key, nonce, token, signal }) {
       signal?.throwIfAborted();
