@@ -14,7 +14,7 @@ export interface KeyRequest {
   /** The lock's key: a mutex's name, or a semaphore's slot key. */
   key: string;
   /** Aborts the request; the backend then rejects with the signal's reason. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** An {@link Backend.acquire} request. */
@@ -197,7 +197,7 @@ export interface AcquireAnyRequest {
   /** How long the lease lives on the backend without renewal, in ms. */
   ttl: number;
   /** Aborts the request. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What {@link AcquireAny.acquireAny} answers: the token and which key it took, or a refusal. */
@@ -215,7 +215,7 @@ export interface ReleaseAnyRequest {
   /** Its nonce. */
   nonce: string;
   /** Aborts the request. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** Optional capability: a semaphore's acquire and give-back in one request (docs/DESIGN.md §15). */
