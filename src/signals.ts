@@ -2,33 +2,6 @@
 import { BackendError } from "./errors.ts";
 import { MAX_DELAY, NEVER, now, timer } from "./time.ts";
 
-/**
- * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
- * is finite, after `ms` (with `reason()`). Call `done()` when finished so no timer or listener stays.
- */
-export function linkedSignal(
-  parents: readonly (AbortSignal | undefined)[],
-  ms: number = NEVER,
-  reason: () => unknown = () => undefined,
-): { signal: AbortSignal; done: () => void } {
-  const ctrl = new AbortController();
-  const cancel = timer(ms, () => ctrl.abort(reason()));
-  // The first parent found aborted gives the reason (a controller aborts once).
-  const detach = parents.map((parent) => {
-    const onAbort = () => ctrl.abort(parent?.reason);
-    if (parent?.aborted) onAbort();
-    else parent?.addEventListener("abort", onAbort, { once: true });
-    return () => parent?.removeEventListener("abort", onAbort);
-  });
-  return {
-    signal: ctrl.signal,
-    done: () => {
-      cancel();
-      for (const off of detach) off();
-    },
-  };
-}
-
 /** Resolves (never rejects) when `signal` aborts. */
 export function aborted(signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -51,36 +24,16 @@ export const RACED: unique symbol = Symbol.for("leasehold.raced");
 const ownTimers =
   (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
 
-// Every request in flight with a finite bound, earliest first: a binary heap on `at`. One timer
-// serves them all, due at the earliest bound or before; it is cleared when the last one settles.
-const heap: Bounded[] = [];
+// Every request in flight with a finite bound (unordered: a request leaves by swapping with the
+// last). One timer serves them all: due at the earliest bound or before (a request that settles
+// leaves it armed; when it fires, it aborts the requests whose bound has passed and is armed for
+// the earliest left), cleared when the last request settles.
+const live: Bounded[] = [];
 let due = NEVER;
 let armed: ReturnType<typeof setTimeout> | undefined;
 
-function swap(i: number, j: number): void {
-  const a = heap[i]!;
-  const b = heap[j]!;
-  heap[i] = b;
-  b.i = i;
-  heap[j] = a;
-  a.i = j;
-}
-
-/** Moves heap[i] up or down to its place. */
-function sift(i: number): void {
-  for (let p: number; i > 0 && heap[(p = (i - 1) >> 1)]!.at > heap[i]!.at; i = p) swap(i, p);
-  for (let m = i; ; i = m) {
-    const l = 2 * i + 1;
-    if (l < heap.length && heap[l]!.at < heap[m]!.at) m = l;
-    if (l + 1 < heap.length && heap[l + 1]!.at < heap[m]!.at) m = l + 1;
-    if (m === i) return;
-    swap(i, m);
-  }
-}
-
-/** Arms the timer for the earliest bound, unless one is already due at or before it. */
-function arm(): void {
-  const at = heap[0]?.at ?? NEVER;
+/** Arms the timer for `at`, unless it is due by then already. */
+function arm(at: number): void {
   if (at >= due) return;
   clearTimeout(armed);
   due = at;
@@ -93,115 +46,117 @@ function arm(): void {
 function fire(): void {
   due = NEVER;
   const t = now();
-  while (heap[0] && heap[0].at <= t) heap[0].expire();
-  arm();
+  // From the end: a request that leaves swaps in one already seen.
+  for (let i = live.length; i--; ) if (live[i] && live[i]!.at <= t) live[i]!.expire();
+  arm(Math.min(...live.map((b) => b.at)));
 }
 
 /**
- * The bound of one backend request ({@link requestSignal}): `race` its promise (or hand the
- * backend `signal`), `done()` when it settled, `abort(reason)` to end it early.
+ * The bound of one backend request ({@link requestSignal}): hand the backend `signalFor(backend)`
+ * and wait for `race(its promise)`, `done()` when it settled, `abort(reason)` to end it early.
  */
 export class Bounded {
-  /** When the bound passes (monotonic ms), and the place in the heap (−1: not in it). @internal */
+  /** When the bound passes (monotonic ms), and the place in `live` (−1: not in it). @internal */
   at: number;
   /** @internal */
   i = -1;
-  private ctrl: AbortController | undefined;
-  private ended = false;
-  private why: unknown;
-  private settle: ((reason: unknown) => void) | undefined;
-  private raced = false;
-  private stop: (() => void) | undefined;
+  #ctrl: AbortController | undefined;
+  #ended = false;
+  #why: unknown;
+  #settle: ((reason: unknown) => void) | undefined;
+  #raced = false;
+  #stop: (() => void) | undefined;
+  #reason: () => unknown;
+  #parents: readonly (AbortSignal | undefined)[];
 
-  constructor(
-    private readonly name: string,
-    private readonly op: string,
-    private readonly ms: number,
-    private readonly parent?: AbortSignal | undefined,
-  ) {
+  /** Aborts as soon as one of `parents` aborts (with its reason), or after `ms` with `reason()`. */
+  constructor(parents: readonly (AbortSignal | undefined)[], ms: number, reason: () => unknown) {
+    this.#reason = reason;
+    this.#parents = parents;
     this.at = now() + (ms || 0); // NaN counts as 0, as for timer()
     if (ms !== NEVER) {
-      if (ownTimers) this.stop = timer(ms, () => this.expire(), true);
+      if (ownTimers) this.#stop = timer(ms, () => this.expire(), true);
       else {
-        this.i = heap.push(this) - 1;
-        sift(this.i);
-        arm();
+        this.i = live.push(this) - 1;
+        arm(this.at);
       }
     }
-    if (parent?.aborted) this.abort(parent.reason);
-    else parent?.addEventListener("abort", this, { once: true });
+    // The first parent found aborted gives the reason.
+    for (const p of parents)
+      if (p?.aborted) this.abort(p.reason);
+      else p?.addEventListener("abort", this, { once: true });
   }
 
   /** The request's signal, made when first read (already aborted, with the reason, if it ended). */
   get signal(): AbortSignal {
-    if (!this.ctrl) {
-      this.ctrl = new AbortController();
-      if (this.ended) this.ctrl.abort(this.why);
+    if (!this.#ctrl) {
+      this.#ctrl = new AbortController();
+      if (this.#ended) this.#ctrl.abort(this.#why);
     }
-    return this.ctrl.signal;
+    return this.#ctrl.signal;
   }
 
   /** The signal to hand `backend`: none for one the core races instead ({@link RACED}). */
   signalFor(backend: object): AbortSignal | undefined {
     if (!(backend as { [RACED]?: boolean })[RACED]) return this.signal;
-    this.raced = true;
+    this.#raced = true;
     return undefined;
   }
 
   /**
    * The request's `promise`, bounded: when the backend was handed no signal ({@link signalFor}),
    * settles like it or rejects with the reason as soon as the request is aborted; otherwise the
-   * promise itself (the backend honours the signal).
+   * promise itself (the backend honours the signal). `always`: races whatever the backend got.
    */
-  race<T>(promise: Promise<T>): Promise<T> {
-    if (!this.raced) return promise;
-    return new Promise<T>((resolve, reject) => {
-      promise.then(resolve, reject);
-      if (this.ended) reject(this.why);
-      else this.settle = reject;
-    });
+  race<T>(promise: Promise<T>, always?: boolean): Promise<T> {
+    return !(always || this.#raced)
+      ? promise
+      : new Promise<T>((resolve, reject) => {
+          promise.then(resolve, reject);
+          if (this.#ended) reject(this.#why);
+          else this.#settle = reject;
+        });
   }
 
   /** The request settled: its bound and its listener go. */
   done(): void {
-    this.stop?.();
+    this.#stop?.();
     const i = this.i;
     if (i >= 0) {
       this.i = -1;
-      const last = heap.pop()!;
+      const last = live.pop()!;
       if (last !== this) {
-        heap[i] = last;
+        live[i] = last;
         last.i = i;
-        sift(i);
       }
-      if (!heap.length) {
+      if (!live.length) {
         clearTimeout(armed);
         due = NEVER;
       }
     }
-    this.parent?.removeEventListener("abort", this);
+    for (const p of this.#parents) p?.removeEventListener("abort", this);
   }
 
   /** Ends the request early with `reason` (the first reason stays). */
   abort(reason: unknown): void {
-    if (!this.ended) {
-      this.ended = true;
-      this.why = reason;
+    if (!this.#ended) {
+      this.#ended = true;
+      this.#why = reason;
     }
     // Ended early: the bound goes too (a backend that ignores the signal must not keep it armed).
     this.done();
-    this.ctrl?.abort(this.why);
-    this.settle?.(this.why);
+    this.#ctrl?.abort(this.#why);
+    this.#settle?.(this.#why);
   }
 
-  /** The bound passed: aborts with a retryable "no answer" error. @internal */
+  /** The bound passed: aborts with `reason()`. @internal */
   expire(): void {
-    this.abort(noAnswer(this.name, this.op, this.ms));
+    this.abort(this.#reason());
   }
 
-  /** The parent signal aborted (an EventListener object: no closure per request). @internal */
-  handleEvent(): void {
-    this.abort(this.parent!.reason);
+  /** A parent aborted (an EventListener object: no closure per request). @internal */
+  handleEvent(event: Event): void {
+    this.abort((event.target as AbortSignal).reason);
   }
 }
 
@@ -213,7 +168,20 @@ export class Bounded {
  * is read, at most one listener (on `parent`).
  */
 export function requestSignal(backend: string, op: string, ms: number, parent?: AbortSignal): Bounded {
-  return new Bounded(backend, op, ms, parent);
+  return new Bounded([parent], ms, () => noAnswer(backend, op, ms));
+}
+
+/**
+ * An AbortSignal that aborts as soon as any of `parents` aborts (with its reason) or, when `ms`
+ * is finite, after `ms` (with `reason()`). Call `done()` when finished so no timer or listener stays.
+ */
+export function linkedSignal(
+  parents: readonly (AbortSignal | undefined)[],
+  ms: number = NEVER,
+  reason: () => unknown = () => undefined,
+): { signal: AbortSignal; done: () => void } {
+  const b = new Bounded(parents, ms, reason);
+  return { signal: b.signal, done: () => b.done() };
 }
 
 /** The retryable error of a request `op` that got no answer within `ms`. */
@@ -226,10 +194,6 @@ export function noAnswer(backend: string, op: string, ms: number): BackendError 
  * comes first (the promise goes on, its result unused).
  */
 export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
+  const b = new Bounded([signal], NEVER, () => {});
+  return b.race(promise, true).finally(() => b.done());
 }
