@@ -13,7 +13,10 @@ import { check } from "./errors.ts";
 export interface KeyRequest {
   /** The lock's key: a mutex's name, or a semaphore's slot key. */
   key: string;
-  /** Aborts the request; the backend then rejects with the signal's reason. */
+  /**
+   * Aborts the request; the backend then rejects with the signal's reason. Absent when nobody
+   * bounds the request, or when the core bounds it itself (docs/DESIGN.md §4.8).
+   */
   signal?: AbortSignal | undefined;
 }
 
