@@ -48,7 +48,9 @@ function fire(): void {
   const t = now();
   // From the end: a request that leaves swaps in one already seen.
   for (let i = live.length; i--; ) if (live[i] && live[i]!.at <= t) live[i]!.expire();
-  arm(Math.min(...live.map((b) => b.at)));
+  let next = NEVER;
+  for (const b of live) next = Math.min(next, b.at);
+  arm(next);
 }
 
 /**

@@ -76,6 +76,21 @@ describe("requestSignal: the bound of one request", () => {
     expect(timeouts()).toBe(before);
   });
 
+  it("serves 200 000 requests in flight with one timer, firing early for none of them", async () => {
+    useFakeClock();
+    const many = Array.from({ length: 200_000 }, (_, k) => requestSignal("test", "z", 1_000 + (k % 7)));
+    const first = requestSignal("test", "first", 5);
+    first.done(); // the timer, armed for 5 ms, fires with no request due and re-arms for the earliest
+    await vi.advanceTimersByTimeAsync(999);
+    expect(vi.getTimerCount()).toBe(1);
+    const sample = many.filter((_, k) => k % 1_000 === 0);
+    expect(sample.some((b) => b.signal.aborted)).toBe(false);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(sample.map((b) => b.signal.aborted)).toContain(true);
+    for (const b of many) b.done();
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it("rejects a hung request raced by the core with its retryable no-answer error at its bound (real timers)", async () => {
     const b = requestSignal("test", "renew", 30);
     b.signalFor({ [RACED]: true });
