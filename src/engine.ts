@@ -22,7 +22,7 @@ import {
   isNumber,
   optionsOf,
 } from "./options.ts";
-import { abortable, linkedSignal, noAnswer, requestSignal } from "./signals.ts";
+import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
 import { NEVER, now, sleep, within } from "./time.ts";
 import { FAILURE_REPORT_INTERVAL, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
 import type { AcquireOptions, MutexOptions } from "./types.ts";
@@ -335,12 +335,15 @@ export async function waitFor<L extends Lease>(
         print(lastError);
       }
       if (watch && answered && !listening) {
-        // Listening, bounded like an inspect; then one more attempt at once: a release between
-        // the refusal and the listening is not missed. A backend that cannot listen: polls.
-        listening = new AbortController();
-        const live = watch.call(backend, watched!, wake, listening.signal).then(() => true);
-        if (await within(bound ? abortable(live, bound) : live, quietBound(ttl))) continue;
-        listening.abort();
+        // Listening starts beside the pauses, never holding them up; once it listens, one more
+        // attempt at once (a wake): a release between the refusal and the listening is not
+        // missed. A watch not listening within max(ttl/5, 1 s) is abandoned: the waiter polls.
+        const ctrl = new AbortController();
+        listening = ctrl;
+        within(
+          watch.call(backend, watched!, wake, ctrl.signal).then(() => true),
+          quietBound(ttl),
+        ).then((on) => (on ? wake() : ctrl.abort()));
       }
       if (woken) continue;
       if (!listening || listening.signal.aborted) {
