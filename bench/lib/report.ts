@@ -9,6 +9,7 @@ import type { ContentionResult } from "../contention.ts";
 import type { DenoKvResult } from "../denokv.ts";
 import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
+import type { HandoverResult } from "../handover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
 import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
@@ -53,6 +54,8 @@ export interface Results {
   once?: OnceResult;
   /** Item 15 (bench/shared.ts); absent from runs before it existed. */
   shared?: SharedResult;
+  /** Item 16 (bench/handover.ts); absent from runs before it existed. */
+  handover?: HandoverResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
   /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
@@ -196,6 +199,26 @@ export function evaluateTargets(res: Results): Target[] {
         ).join(", "),
         met: OPS.every((op) => slowQuorum.median[op].median < slowOne.median[op].median),
       });
+    }
+  }
+  if (res.handover) {
+    // Issue 29: hand-over in about one round trip wherever the store can notify.
+    const line = res.handover.rows.find((r) => r.how === "line");
+    for (const row of res.handover.rows.filter((r) => r.how === "woken" && r.store !== "memory")) {
+      const bound = 2 * row.roundTrip.median + 5;
+      t.push({
+        id: `handover-${row.store}`,
+        target: `${row.store}, woken: release → next waiter's lease median ≤ 2 round trips + 5 ms (retryDelay 2 000 ms)`,
+        result: `${ms(row.handover.median)} ms (bound ${ms(bound)} ms)`,
+        met: row.handover.median <= bound,
+      });
+      if (line)
+        t.push({
+          id: `handovers-${row.store}`,
+          target: `${row.store}, woken: hand-overs/s with 16 contenders within 1.5× of the Durable Object's`,
+          result: `${row.handoversPerSecond.toFixed(0)} vs ${line.handoversPerSecond.toFixed(0)}/s (×${(line.handoversPerSecond / row.handoversPerSecond).toFixed(2)})`,
+          met: row.handoversPerSecond * 1.5 >= line.handoversPerSecond,
+        });
     }
   }
   return t;
@@ -590,6 +613,31 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   if (res.changes?.length) out.push(changesSection(res.changes, res.changeSizes ?? []));
   if (res.once) out.push(onceSection(res.once));
   if (res.shared) out.push(sharedSection(res.shared));
+  if (res.handover) out.push(handoverSection(res.handover));
+  return out.join("\n");
+}
+
+function handoverSection(r: HandoverResult): string {
+  const out = [
+    "## 16. Hand-over: wake on release beside the Durable Object's line and beside polling",
+    "",
+    "**release → lease**: a holder (ttl 15 s) releases while one waiter (retryDelay 2 000 ms) has waited a random 0.3–2.5 s; from the release call to the waiter's lease. " +
+      "**hand-overs/s**: 16 contenders (one process) loop `acquire()` → `release()` on one name at retryDelay 1 000 ms; a hand-over is a change of holder. " +
+      "**how**: _woken_, the store tells the waiter of the release (`watch`, docs/DESIGN.md §19); _line_, the Durable Object hands the lock to the next in line; _polling_, the same backend with `watch` hidden (as before issue 29), or a store that cannot tell. " +
+      "**round trip**: the median of `inspect` on the same backend. " +
+      `${r.trials} hand-overs per row; ${r.contenders} contenders × ${r.each} acquisitions.` +
+      (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
+    "",
+    "| store | how | round trip (ms) | release → lease (ms), median / p90 / max | ≤ 2 round trips + 5 ms | hand-overs/s | acquisitions/s |",
+    "|---|---|---|---|---|---|---|",
+  ];
+  for (const row of r.rows) {
+    const bound = 2 * row.roundTrip.median + 5;
+    out.push(
+      `| ${row.store} | ${row.how} | ${ms(row.roundTrip.median)} | ${ms(row.handover.median)} / ${ms(row.handover.p90)} / ${ms(row.handover.max)} | ${row.handover.median <= bound ? "yes" : "no"} (${ms(bound)}) | ${row.handoversPerSecond.toFixed(0)} | ${row.acquisitionsPerSecond.toFixed(0)} |`,
+    );
+  }
+  out.push("");
   return out.join("\n");
 }
 
