@@ -1,6 +1,7 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
 
+import { BUDGETS } from "../../scripts/sizes.mjs";
 import type { ChangeSize, ChangesResult } from "../changes.ts";
 import type { ClientsResult } from "../clients.ts";
 import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
@@ -66,8 +67,11 @@ export interface Results {
   targets?: Target[];
 }
 
-/** Issue 19's size targets, min+gzip bytes; every other backend's row is reported without one. */
-const SIZE_TARGETS: Record<string, number> = { upstash: 4096, azure: 6144 };
+/**
+ * Issue 29's size budgets, min+gzip bytes of the lock-only entries (scripts/sizes.mjs, which
+ * `npm test` enforces); every other row is reported without one.
+ */
+const SIZE_TARGETS: Record<string, number> = BUDGETS;
 const BACKENDS = ["upstash", "azure"] as const;
 const BACKEND_LABEL = { upstash: "upstash (bridge + redis-server)", azure: "azure-blob (Azurite)" };
 
@@ -112,18 +116,10 @@ export function evaluateTargets(res: Results): Target[] {
         : false,
   });
   for (const r of res.latency) {
-    // Issue 19's overhead targets: Upstash acquire + release within 5 % of the wire; Azure's renew
-    // and release no slower than the SDK's lease client.
-    const u = r.series.upstash;
-    const upstashPair =
-      (u.leasehold.acquire.median + u.leasehold.release.median) /
-      (u.floor.acquire.median + u.floor.release.median);
-    t.push({
-      id: `wire-upstash-${r.runtime}`,
-      target: `${r.runtime}, upstash: acquire + release ≤ 1.05× the raw fetch floor (sum of medians)`,
-      result: `${times(upstashPair)} (${ms(u.leasehold.acquire.median + u.leasehold.release.median)} vs ${ms(u.floor.acquire.median + u.floor.release.median)} ms)`,
-      met: upstashPair <= 1.05,
-    });
+    // The loopback overhead over the raw fetch floor is shown in section 1, not judged: issue 29
+    // retired issue 17/19's "≤ 1.05× the raw fetch floor" and "≤ 5 % overhead" targets (on
+    // loopback the per-request bound alone nearly spends them; a real endpoint's round trip is
+    // tens of ms).
     const azPeer = (["renew", "release"] as const).map(
       (op) => [op, ratio(r, "azure", "leasehold", "peer", op)] as const,
     );
@@ -134,13 +130,6 @@ export function evaluateTargets(res: Results): Target[] {
       met: azPeer.every(([, x]) => x <= 1),
     });
     for (const b of BACKENDS) {
-      const over = OPS.map((op) => [op, ratio(r, b, "leasehold", "floor", op)] as const);
-      t.push({
-        id: `overhead-${b}-${r.runtime}`,
-        target: `${r.runtime}, ${b}: each operation's median overhead over the raw fetch floor ≤ 5 %`,
-        result: over.map(([op, x]) => `${op} ${pct(x)}`).join(", "),
-        met: over.every(([, x]) => x <= 1.05),
-      });
       const peer = OPS.map((op) => [op, ratio(r, b, "leasehold", "peer", op)] as const);
       t.push({
         id: `peer-${b}-${r.runtime}`,
@@ -410,7 +399,12 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
   out.push("", "## Headline", "", ...headline(res), "");
 
-  out.push("## Targets (docs/DESIGN.md §7 and issue 19)", "", "| target | this run | |", "|---|---|---|");
+  out.push(
+    "## Targets (docs/DESIGN.md §7, issues 19 and 29)",
+    "",
+    "| target | this run | |",
+    "|---|---|---|",
+  );
   for (const t of targets) out.push(`| ${t.target} | ${t.result} | ${mark(t.met)} |`);
   out.push("");
   if (analysis.length) out.push("## Where a target is missed, and why", "", ...analysis, "");
@@ -805,12 +799,13 @@ function explain(res: Results): string[] {
   const targets = res.targets ?? evaluateTargets(res);
   const missed = (prefix: string) => targets.filter((t) => t.id.startsWith(prefix) && t.met === false);
   const out: string[] = [];
-  const issue19 = [...missed("wire-"), ...missed("sdk-")];
-  if (missed("overhead-").length || issue19.length) {
-    out.push("### Overhead over the floor", "");
-    if (issue19.length) {
+  const sdkMiss = missed("sdk-");
+  // The loopback overhead is shown, not judged (issue 29): what it is made of, whenever measured.
+  if (res.latency.length) {
+    out.push("### Overhead over the floor (shown, not judged)", "");
+    if (sdkMiss.length) {
       out.push(
-        `Missed: ${issue19.map((t) => `${t.target} (${t.result})`).join("; ")}. Which part of the overhead is the adapter's, the per-request timeout's and the core's is in section 1, "Where the overhead goes"; per operation:`,
+        `Missed: ${sdkMiss.map((t) => `${t.target} (${t.result})`).join("; ")}. Which part of the overhead is the adapter's, the per-request timeout's and the core's is in section 1, "Where the overhead goes"; per operation:`,
         "",
       );
     }
@@ -906,7 +901,7 @@ function explain(res: Results): string[] {
     out.push(
       "### Bundle size",
       "",
-      `Over target: ${sizeMiss
+      `Over budget (\`npm test\` fails: scripts/check-bundles.mjs holds these budgets): ${sizeMiss
         .map((t) => {
           const id = t.id.slice(5);
           return `${row(id)!.label} by ${row(id)!.gzip - SIZE_TARGETS[id]!} B (largest parts, minified: ${largest(id)})`;
@@ -916,8 +911,8 @@ function explain(res: Results): string[] {
         "Section 3's \"what each part costs\" table lists every file's share" +
         (row("core")
           ? `; the core alone (createMutex and no backend) is ${row("core")!.gzip} B, ${
-              row("core")!.gzip > SIZE_TARGETS.upstash! ? "already over" : "under"
-            } the core + upstash target by itself. `
+              row("core")!.gzip > SIZE_TARGETS.core! ? "over" : "within"
+            } its budget of ${SIZE_TARGETS.core} B. `
           : ". ") +
         (res.changeSizes?.length
           ? "Section 13 lists the size of every version since issue 19 was filed: what each later issue's features added, and what each trim took away."
