@@ -22,10 +22,12 @@ export interface SizeResult {
 }
 
 /**
- * The core + upstash and core + azure-blob entries (min+gzip) built from another copy of src/
- * (an absolute path), for section 13's size per version.
+ * The budgeted entries (min+gzip: core alone, core + memory, core + upstash, core + azure-blob)
+ * built from another copy of src/ (an absolute path), for section 13's size per version.
  */
-export async function sizeOfSrc(src: string): Promise<{ upstash: number; azure: number }> {
+export async function sizeOfSrc(
+  src: string,
+): Promise<{ core: number; memory: number; upstash: number; azure: number }> {
   const of = async (adapter: string, make: string) => gzip((await bundle(ours(adapter, make, src))).bytes);
   // Before the backends moved into folders (5f24041), each was one file.
   const at = (backend: string) =>
@@ -33,6 +35,8 @@ export async function sizeOfSrc(src: string): Promise<{ upstash: number; azure: 
       ? `${src}/backends/${backend}/index.ts`
       : `${src}/backends/${backend}.ts`;
   return {
+    core: await of("", "opts.backend"),
+    memory: await of(`import { memory } from "${at("memory")}";`, "memory()"),
     upstash: await of(`import { upstash } from "${at("upstash")}";`, "upstash(opts)"),
     azure: await of(`import { azureBlob } from "${at("azure-blob")}";`, "azureBlob(opts)"),
   };
