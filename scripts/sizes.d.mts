@@ -23,4 +23,4 @@ export interface BudgetRow {
   budget: number;
   over: number;
 }
-export declare function checkBudgets(): Promise<BudgetRow[]>;
+export declare function checkBudgets(budgets?: Readonly<Record<string, number>>): Promise<BudgetRow[]>;
