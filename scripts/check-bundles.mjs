@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { build } from "esbuild";
 import { BACKENDS, subpathOf } from "./backends.mjs";
-import { checkBudgets, SETTINGS } from "./sizes.mjs";
+import { BUDGETS, checkBudgets, SETTINGS } from "./sizes.mjs";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 const pkg = JSON.parse(readFileSync(`${root}package.json`, "utf8"));
@@ -109,14 +109,22 @@ for (const s of sizes) {
   console.log(`  ${s.what.padEnd(width)}  ${String(s.min).padStart(7)}  ${String(s.gzip).padStart(8)}`);
 }
 
-// The budgets: the lock-only entries, from src/ (scripts/sizes.mjs).
-console.log(`size budgets (lock-only entries of scripts/sizes.mjs, from src/: ${SETTINGS})`);
+// The line held: the lock-only entries, from src/, against their ceilings (scripts/sizes.mjs);
+// issue 29's budgets beside them, reported (bench/RESULTS.md judges them).
+console.log(`size ceilings (lock-only entries of scripts/sizes.mjs, from src/: ${SETTINGS})`);
 for (const b of await checkBudgets()) {
   const verdict = b.over ? `OVER by ${b.over} B` : `within, ${b.budget - b.gzip} B to spare`;
-  console.log(`  ${b.label.padEnd(36)}  ${String(b.gzip).padStart(6)} B  ≤ ${b.budget} B: ${verdict}`);
+  const target = BUDGETS[b.id];
+  const budget =
+    b.gzip <= target
+      ? `within the budget of ${target} B`
+      : `the budget ${target} B: over by ${b.gzip - target} B`;
+  console.log(
+    `  ${b.label.padEnd(36)}  ${String(b.gzip).padStart(6)} B  ≤ ${b.budget} B: ${verdict} (${budget})`,
+  );
   if (b.over)
     problems.push(
-      `${b.label}: ${b.gzip} B min+gzip, over its budget of ${b.budget} B by ${b.over} B (scripts/sizes.mjs; bench/size.ts shows each file's bytes)`,
+      `${b.label}: ${b.gzip} B min+gzip, over its ceiling of ${b.budget} B by ${b.over} B (scripts/sizes.mjs; bench/size.ts shows each file's bytes)`,
     );
 }
 
@@ -125,5 +133,5 @@ if (problems.length > 0) {
   process.exit(1);
 }
 console.log(
-  "check-bundles: ok — the core pulls no adapter, no adapter pulls another, and every size budget holds",
+  "check-bundles: ok — the core pulls no adapter, no adapter pulls another, and every size ceiling holds",
 );

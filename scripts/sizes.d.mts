@@ -2,6 +2,7 @@
 import type { Metafile } from "esbuild";
 export declare const SETTINGS: string;
 export declare const BUDGETS: Readonly<Record<"core" | "upstash" | "azure" | "memory", number>>;
+export declare const CEILINGS: Readonly<Record<"core" | "upstash" | "azure" | "memory", number>>;
 export declare function ours(adapter: string, make: string, src?: string): string;
 export declare const PEERS: ReadonlySet<string>;
 export interface Entry {
