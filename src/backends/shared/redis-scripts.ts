@@ -22,6 +22,7 @@ import {
   ACQUIRE_ANY,
   ACQUIRE_SHARED,
   ACQUIRE_WAITING,
+  CHANNEL,
   COMPLETE,
   RAISE,
   RAISE_SHARED,
@@ -83,6 +84,11 @@ export interface ScriptRunner {
   counterLoss: string;
   /** Told when the fence counter went back and was raised (the backend's option); default `console.warn`. */
   onFenceHealed?: ((info: FenceHealed) => void) | undefined;
+  /**
+   * Optional: `watch` (docs/DESIGN.md §19) on the pub/sub `channel` the scripts publish a lock's
+   * releases on (`leasehold:` and its lock key): a backend without it is not watched.
+   */
+  listen?: ((channel: string, wake: () => void, signal: AbortSignal) => Promise<void>) | undefined;
 }
 
 /**
@@ -281,8 +287,11 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     throw malformed(r);
   }
 
+  const { listen } = runner;
   return {
     name,
+
+    ...(listen && { watch: (key: string, wake, signal) => listen(CHANNEL + lockKey(key), wake, signal) }),
 
     acquireAny: take,
 
