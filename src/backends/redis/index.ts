@@ -15,6 +15,12 @@
  * it as a request whose reply was lost (an acquire's possible lock is released in the
  * background; a late reply never revives a lease).
  *
+ * A waiting `acquire()` is woken by the release of its lock (`watch`): the scripts that free a
+ * lock publish on `leasehold:` and its lock key, and the waiters of one backend subscribe on one
+ * extra connection made from your client with `duplicate()` (ioredis, node-redis, Bun's
+ * `RedisClient`), opened by the first waiter and closed when the last one stops waiting. An
+ * `@upstash/redis` client has no watch: its waiters poll.
+ *
  * Redis replicates asynchronously: a failover that loses the last writes can let a second holder
  * in, and can set the fence counter back (this backend then raises the counter above every token
  * it saw, grants with that token and tells `onFenceHealed`, rather than repeat a token). Keep
@@ -157,7 +163,8 @@ const hex = (bytes: ArrayBuffer) =>
  * @param client A connected client of one of the {@link RedisClientLike} shapes. leasehold never
  *   connects, closes or configures it.
  * @param options An optional key `prefix` and `onFenceHealed`.
- * @returns A backend named `"redis"` with no ttl bounds of its own.
+ * @returns A backend named `"redis"` with no ttl bounds of its own; with `watch` over a client that
+ *   has `duplicate()` and `subscribe()` (all but `@upstash/redis`).
  * @throws {TypeError} When the client has none of the accepted shapes, `prefix` is not a string or
  *   `onFenceHealed` not a function.
  *

@@ -94,7 +94,7 @@ export interface ScriptRunner {
 /**
  * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
  * release, releaseAny (createSemaphore's give-back), raiseFence (for leasehold/quorum) and
- * inspect with one each. Each backend
+ * inspect with one each; watch on the lock's channel when the runner can `listen`. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names). A fresh lease
  * whose token is not above the highest seen before the request was sent means the counter went
  * back: the backend raises the lease and the counter past every token it saw (RAISE, one more

@@ -79,9 +79,15 @@ async function until(
   }
 }
 
-/** The pub/sub connections of this file's server (CLIENT LIST TYPE pubsub). */
-const subscribers = async () =>
-  ((await admin.call("CLIENT", "LIST", "TYPE", "pubsub")) as string).split("\n").filter(Boolean).length;
+/** The connections to this file's server (CLIENT LIST), or those subscribed to a channel. */
+const connections = async (...type: ["TYPE", "pubsub"] | []) =>
+  ((await admin.call("CLIENT", "LIST", ...type)) as string).split("\n").filter(Boolean).length;
+const subscribers = () => connections("TYPE", "pubsub");
+/**
+ * Waits until the server counts `n` connections: the admin's and the test's client (2), once
+ * the server saw the others close. A connection that is open but subscribed to nothing counts.
+ */
+const settled = (n: number, what: string) => until(async () => (await connections()) === n, 10_000, what);
 
 /** The outcomes of a mutex's attempt events, in order. */
 const outcomes = (events: Attempt[]) => events.map((e) => e.outcome);
@@ -129,20 +135,21 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
     const held = await Promise.all(
       names.map((name) => createMutex(backend, { name, ttl: 30_000 }).acquire()),
     );
-    expect(await subscribers()).toBe(0); // nobody waits: no extra connection
+    await settled(2, "nobody waits: no extra connection");
     // Three waiters, two on one name: one connection for all, subscribed once to each channel.
     const waiters = [waiter(backend, names[0]!), waiter(backend, names[1]!), waiter(backend, names[1]!)];
     await Promise.all(waiters.map((w) => w.listening));
+    expect(await connections()).toBe(3);
     expect(await subscribers()).toBe(1);
     const channel = `leasehold:leasehold:{${names[1]}}`;
     expect(await admin.call("PUBSUB", "NUMSUB", channel)).toEqual([channel, 1]);
     await wokenBy(waiters[0]!, () => held[0]!.release());
-    expect(await subscribers()).toBe(1); // the two others still wait
+    expect(await connections()).toBe(3); // the two others still wait
     // Both are woken; one takes it, the other waits on for the next release.
     await held[1]!.release();
     await (await Promise.race([waiters[1]!.lease, waiters[2]!.lease])).release();
     await (await Promise.all([waiters[1]!.lease, waiters[2]!.lease]))[0].release();
-    await until(async () => (await subscribers()) === 0, 10_000, "the extra connection closed");
+    await settled(2, "the extra connection closed");
   });
 
   it("a lost notice: the connection killed (CLIENT KILL TYPE pubsub), the waiter gets the lock by a poll; the next waiter listens again", async () => {
@@ -150,21 +157,23 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
     const name = `lost-${crypto.randomUUID()}`;
     const mutex = createMutex(backend, { name, ttl: 30_000 });
     const held = await mutex.acquire();
+    await settled(2, "nobody waits: no extra connection");
     const polling = waiter(backend, name, 300);
     await polling.listening;
     expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).toBe(1);
     // Not reconnected by the client: closed and forgotten until the next watch.
-    await until(async () => (await subscribers()) === 0, 10_000, "the killed connection staying closed");
+    await settled(2, "the killed connection gone");
     await held.release();
     const lease = await polling.lease;
     expect(outcomes(polling.events).at(-1)).toBe("granted");
     // The next waiter opens a connection again.
     const next = waiter(backend, name);
     await next.listening;
+    expect(await connections()).toBe(3);
     expect(await subscribers()).toBe(1);
     await lease.release();
     await (await next.lease).release();
-    await until(async () => (await subscribers()) === 0, 10_000, "the extra connection closed");
+    await settled(2, "the extra connection closed");
   });
 
   it("runOnce: a standby is woken by the fire's completion", async () => {
@@ -184,6 +193,7 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
       return 1;
     });
     await running;
+    await settled(2, "nobody waits: no extra connection");
     const events: Attempt[] = [];
     const standby = createMutex(backend, {
       name,
@@ -193,14 +203,14 @@ describe.each(Object.entries(clients))("%s", (_label, make) => {
     });
     const waiting = runOnce(standby, "fire-1", () => 2, { standby: true, timeout: 50_000 });
     await until(() => events.length >= REFUSALS, 15_000, `${REFUSALS} refusals`);
-    expect(await subscribers()).toBe(1);
+    expect(await connections()).toBe(3);
     finish();
     expect(await runner).toMatchObject({ ran: true, value: 1 });
     expect(await waiting).toMatchObject({ ran: false, reason: "done" });
     expect(outcomes(events)).toEqual([...Array(REFUSALS).fill("taken"), "done"]);
     const [last, done] = events.slice(-2);
     expect(done!.at - last!.at).toBeLessThan(shortestPause(REFUSALS));
-    await until(async () => (await subscribers()) === 0, 10_000, "the extra connection closed");
+    await settled(2, "the extra connection closed");
   });
 });
 
@@ -271,7 +281,7 @@ describe("a user without rights to the channel (Redis 7's ACL default: resetchan
     await (await polling.lease).release();
     expect(outcomes(polling.events).at(-1)).toBe("granted");
     // Its SUBSCRIBE was refused too: the watch failed and its connection was closed.
-    await until(async () => (await subscribers()) === 0, 10_000, "the extra connection closed");
+    await settled(2, "the extra connection closed");
   });
 });
 
