@@ -79,11 +79,14 @@ export function noAnswer(backend: string, op: string, ms: number): BackendError 
 
 /**
  * Settles like `promise`, or rejects with `signal.reason` as soon as `signal` aborts, whichever
- * comes first (the promise goes on, its result unused).
+ * comes first (the promise goes on, its result unused, a rejection of it handled).
  */
 export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
+    if (signal.aborted) {
+      promise.catch(() => {});
+      return reject(signal.reason);
+    }
     const onAbort = () => reject(signal.reason);
     signal.addEventListener("abort", onAbort, { once: true });
     promise.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
