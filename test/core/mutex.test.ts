@@ -303,6 +303,50 @@ describe("acquire: wake on release (docs/DESIGN.md §19)", () => {
     }
   });
 
+  it("a release wakes the waiter that has waited longest, not every waiter; every waiting reader when that one reads", async () => {
+    const store = memory();
+    const attempts = new Map<string, number>();
+    const backend = backendWith({
+      ...store,
+      acquire: (r) => {
+        attempts.set(r.owner, (attempts.get(r.owner) ?? 0) + 1);
+        return store.acquire(r);
+      },
+      acquireShared: (r) => {
+        attempts.set(r.owner, (attempts.get(r.owner) ?? 0) + 1);
+        return store.acquireShared!(r);
+      },
+    });
+    const make = (owner: string) => createMutex(backend, { name: "h", owner, retryDelay: 60_000 });
+    const holder = await make("holder").acquire();
+    const writers = ["w1", "w2", "w3"].map((owner) => make(owner).acquire());
+    await vi.advanceTimersByTimeAsync(5_000); // each is refused, listens, and pauses
+    const before = new Map(attempts);
+    await holder.release();
+    await vi.advanceTimersByTimeAsync(0);
+    const w1 = await writers[0]!;
+    expect(w1.signal.aborted).toBe(false);
+    expect(attempts.get("w1")).toBe(before.get("w1")! + 1);
+    expect(attempts.get("w2")).toBe(before.get("w2")); // not woken: no attempt that could only lose
+    expect(attempts.get("w3")).toBe(before.get("w3"));
+    await w1.release(); // the next release wakes the next in arrival order
+    await vi.advanceTimersByTimeAsync(0);
+    const w2 = await writers[1]!;
+    expect(attempts.get("w3")).toBe(before.get("w3"));
+    await w2.release();
+    await (await writers[2]!).release();
+    // Readers: the longest-waiting one is a reader, so every waiting reader is woken.
+    const writer = await make("writer").acquire();
+    const readers = ["r1", "r2"].map((owner) => make(owner).acquire({ mode: "shared" }));
+    await vi.advanceTimersByTimeAsync(5_000);
+    const seen = new Map(attempts);
+    await writer.release();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(attempts.get("r1")).toBe(seen.get("r1")! + 1);
+    expect(attempts.get("r2")).toBe(seen.get("r2")! + 1);
+    for (const r of await Promise.all(readers)) await r.release();
+  });
+
   it("is not asked by tryAcquire, by timeout 0, nor on a backend that keeps a line", async () => {
     let watches = 0;
     const watch = async () => void watches++;
