@@ -83,6 +83,30 @@ export const CHANGES: readonly { rev: string; change: string; size?: true }[] = 
       "the core's trims merged: no spread, NEVER, linkedSignal in one pass; acquire() without a timeout links no signal",
     size: true,
   },
+  // What the issues after 19 added to a lock-only app, against issue 29's budgets.
+  {
+    rev: "b8d0930",
+    change:
+      "issue 24: semaphore, cloudflare and quorum reviews (fence exhaustion, late grants renewed at once)",
+    size: true,
+  },
+  {
+    rev: "9b25f84",
+    change: "issue 25: backends in folders over the engine's contract, checkBackend",
+    size: true,
+  },
+  { rev: "a3794c7", change: "issue 26: runOnce (FireRecord on every backend)", size: true },
+  {
+    rev: "dfc4e77",
+    change: "issue 27: the command line's stores; acquire()'s retried failures printed without onError",
+    size: true,
+  },
+  {
+    rev: "4587999",
+    change: "issue 28: shared mode on every mutex, createLockManager",
+    size: true,
+  },
+  { rev: "afe1cb6", change: "wake on release, the core's half (the watch capability)", size: true },
 ];
 
 export interface ChangeVariant {
@@ -105,6 +129,10 @@ export interface ChangesTargets {
 export interface ChangeSize {
   id: string;
   change: string;
+  /** The core alone (createMutex); absent in runs before issue 29. */
+  core?: number;
+  /** core + memory; absent in runs before issue 29. */
+  memory?: number;
   /** core + upstash. */
   upstash: number;
   /** core + azure-blob. */
@@ -145,13 +173,14 @@ export function prepareChanges(): { variants: ChangeVariant[]; missing: string[]
     }
     // ESM like the repository's own src/: without it tsx loads the copy as CommonJS, which
     // runs slower on Node and would bias the comparison against the older versions.
-    writeFileSync(join(dir, "package.json"), '{"type":"module"}\n');
+    // "sideEffects": false as in the repository's package.json, which bundlers read to tree-shake.
+    writeFileSync(join(dir, "package.json"), '{"type":"module","sideEffects":false}\n');
     variants.push({ id: rev, change, latency: !size, dir: join(dir, "src") });
   }
   for (const copy of ["now", "now, copy"]) {
     const dir = join(base, copy === "now" ? "now-a" : "now-b");
     spawnSync("sh", ["-c", `mkdir -p "${dir}" && cp -r src "${dir}/"`], { cwd: ROOT });
-    writeFileSync(join(dir, "package.json"), '{"type":"module"}\n');
+    writeFileSync(join(dir, "package.json"), '{"type":"module","sideEffects":false}\n');
     variants.push({
       id: copy,
       change: copy === "now" ? "the working tree" : "the same code again (the noise control)",

@@ -22,6 +22,7 @@
 //  14 once          bench/once.ts: runOnce's run and late instance beside a plain tryAcquire on
 //                   upstash, redis and postgres (measured before 13)
 //  15 shared        bench/shared.ts: shared leases beside exclusive ones on upstash, redis, postgres
+//  16 hand-over     bench/handover.ts: release → next waiter, woken (watch), in line (Durable Object) or polling; 16 contenders
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -34,6 +35,7 @@ import { runContention } from "./contention.ts";
 import { runDenoKv } from "./denokv.ts";
 import { runDynamoDB } from "./dynamodb.ts";
 import { runFailover } from "./failover.ts";
+import { runHandover } from "./handover.ts";
 import type { LatencyResult, Targets } from "./latency.ts";
 import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
@@ -289,6 +291,20 @@ try {
     plan.warmup,
   );
 
+  section(
+    "16 hand-over",
+    `: ${plan.failTrials} hand-overs per store, 16 contenders x ${plan.perContender / 5}`,
+  );
+  const handover = await runHandover(
+    {
+      upstash: upstashTarget,
+      cloudflare: cloudflareTarget,
+      redisPort: servers.redis.port,
+      postgresUrl: servers.postgres.url,
+    },
+    { trials: plan.failTrials, contenders: 16, each: plan.perContender / 5, rtCycles: 100 },
+  );
+
   // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
   const changeRuntimes = runtimes.filter(
     (rt) => rt.id === `node ${process.version}` || rt.id.startsWith("bun"),
@@ -347,6 +363,7 @@ try {
     semaphore,
     once,
     shared,
+    handover,
     changes,
     changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),

@@ -4,7 +4,8 @@
 //   publint   publint --strict: package.json fields and the files npm would pack
 //   attw      are-the-types-wrong on the packed tarball (npm pack), profile esm-only
 //   jsr       deno publish --dry-run --allow-dirty: JSR's checks, slow types included
-//   bundles   scripts/check-bundles.mjs: no adapter code in the core or another adapter; sizes
+//   bundles   scripts/check-bundles.mjs: no adapter code in the core or another adapter; the size
+//             budgets (scripts/sizes.mjs)
 //
 // Why "esm-only" for attw: leasehold ships ESM only ("type": "module", "default" conditions) and
 // needs Node ≥ 20, so the two resolutions that profile skips are not supported setups: `node10`

@@ -22,10 +22,11 @@ import {
   isNumber,
   optionsOf,
 } from "./options.ts";
-import { abortable, linkedSignal, noAnswer, requestSignal } from "./signals.ts";
-import { NEVER, now, sleep, within } from "./time.ts";
+import { linkedSignal, noAnswer, requestSignal } from "./signals.ts";
+import { NEVER, now, sleep } from "./time.ts";
 import { FAILURE_REPORT_INTERVAL, observedWait, queueHold, quietBound, waitDelay } from "./timing.ts";
-import type { AcquireOptions, MutexOptions } from "./types.ts";
+import type { AcquireOptions, MutexAcquireOptions, MutexOptions } from "./types.ts";
+import { listen } from "./wake.ts";
 
 /** The checked options of createMutex (or of `where`) and the emitter of their observer. @internal */
 export function core(backend: Backend, options: MutexOptions, where?: string): Core {
@@ -246,7 +247,7 @@ export function failureReporter(
 export async function waitFor<L extends Lease>(
   o: Core,
   what: string,
-  options: AcquireOptions | undefined,
+  options: MutexAcquireOptions | undefined,
   attempt: AttemptFn<L>,
   queued: boolean,
   watched?: string,
@@ -288,11 +289,11 @@ export async function waitFor<L extends Lease>(
   // Whether an attempt that carried the waiter may have left its mark or place: refused, or sent
   // and not answered. Only then does a give-up send the request that removes it.
   let marked = false;
-  // Wake on release (§19): after the first refusal, a backend that can tell of releases listens
-  // for this key's (until the wait ends); a release then ends the pause, or the next pause when
-  // it came during an attempt. A backend that keeps a line needs none.
-  const watch = watched !== undefined && !backend.acquireQueued ? backend.watch : undefined;
-  let listening: AbortController | undefined;
+  // Wake on release (§19): after the first refusal, a waiter on a backend that can tell of
+  // releases listens for this key's (until the wait ends; src/wake.ts); a release then ends its
+  // pause, or the next pause when it came during an attempt. A backend that keeps a line needs none.
+  const watching = watched !== undefined && !backend.acquireQueued && backend.watch !== undefined;
+  let unlisten: (() => void) | undefined;
   let woken = false;
   let nap: AbortController | undefined;
   const wake = () => {
@@ -336,16 +337,10 @@ export async function waitFor<L extends Lease>(
         print ??= failureReporter(backendName, what, timeout);
         print(lastError);
       }
-      if (watch && answered && !listening) {
-        // Listening, bounded like an inspect; then one more attempt at once: a release between
-        // the refusal and the listening is not missed. A backend that cannot listen: polls.
-        listening = new AbortController();
-        const live = watch.call(backend, watched!, wake, listening.signal).then(() => true);
-        if (await within(bound ? abortable(live, bound) : live, quietBound(ttl))) continue;
-        listening.abort();
-      }
+      if (watching && answered && !unlisten)
+        unlisten = listen(backend, watched!, ttl, { wake, shared: options?.mode === "shared" });
       if (woken) continue;
-      if (!listening || listening.signal.aborted) {
+      if (!unlisten) {
         await sleep(Math.min(wait, end - now()), bound);
         continue;
       }
@@ -372,7 +367,7 @@ export async function waitFor<L extends Lease>(
     throw error;
   } finally {
     outer?.done();
-    listening?.abort();
+    unlisten?.();
   }
 }
 

@@ -193,7 +193,7 @@ export function noAnswer(backend: string, op: string, ms: number): BackendError 
 
 /**
  * Settles like `promise`, or rejects with `signal.reason` as soon as `signal` aborts, whichever
- * comes first (the promise goes on, its result unused).
+ * comes first (the promise goes on, its result unused, a rejection of it handled).
  */
 export function abortable<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   const b = new Bounded([signal], NEVER, () => {});

@@ -1,6 +1,7 @@
 // Turns one run's results into bench/RESULTS.md. Every figure in the page is read from
 // `results`; nothing is typed in by hand.
 
+import { BUDGETS } from "../../scripts/sizes.mjs";
 import type { ChangeSize, ChangesResult } from "../changes.ts";
 import type { ClientsResult } from "../clients.ts";
 import type { CloudflareContender, CloudflareResult } from "../cloudflare.ts";
@@ -9,6 +10,7 @@ import type { ContentionResult } from "../contention.ts";
 import type { DenoKvResult } from "../denokv.ts";
 import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
+import type { HandoverResult } from "../handover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
 import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
@@ -53,6 +55,8 @@ export interface Results {
   once?: OnceResult;
   /** Item 15 (bench/shared.ts); absent from runs before it existed. */
   shared?: SharedResult;
+  /** Item 16 (bench/handover.ts); absent from runs before it existed. */
+  handover?: HandoverResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
   /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
@@ -63,8 +67,11 @@ export interface Results {
   targets?: Target[];
 }
 
-/** Issue 19's size targets, min+gzip bytes; every other backend's row is reported without one. */
-const SIZE_TARGETS: Record<string, number> = { upstash: 4096, azure: 6144 };
+/**
+ * Issue 29's size budgets, min+gzip bytes of the lock-only entries (scripts/sizes.mjs, which
+ * `npm test` enforces); every other row is reported without one.
+ */
+const SIZE_TARGETS: Record<string, number> = BUDGETS;
 const BACKENDS = ["upstash", "azure"] as const;
 const BACKEND_LABEL = { upstash: "upstash (bridge + redis-server)", azure: "azure-blob (Azurite)" };
 
@@ -109,18 +116,10 @@ export function evaluateTargets(res: Results): Target[] {
         : false,
   });
   for (const r of res.latency) {
-    // Issue 19's overhead targets: Upstash acquire + release within 5 % of the wire; Azure's renew
-    // and release no slower than the SDK's lease client.
-    const u = r.series.upstash;
-    const upstashPair =
-      (u.leasehold.acquire.median + u.leasehold.release.median) /
-      (u.floor.acquire.median + u.floor.release.median);
-    t.push({
-      id: `wire-upstash-${r.runtime}`,
-      target: `${r.runtime}, upstash: acquire + release ≤ 1.05× the raw fetch floor (sum of medians)`,
-      result: `${times(upstashPair)} (${ms(u.leasehold.acquire.median + u.leasehold.release.median)} vs ${ms(u.floor.acquire.median + u.floor.release.median)} ms)`,
-      met: upstashPair <= 1.05,
-    });
+    // The loopback overhead over the raw fetch floor is shown in section 1, not judged: issue 29
+    // retired issue 17/19's "≤ 1.05× the raw fetch floor" and "≤ 5 % overhead" targets (on
+    // loopback the per-request bound alone nearly spends them; a real endpoint's round trip is
+    // tens of ms).
     const azPeer = (["renew", "release"] as const).map(
       (op) => [op, ratio(r, "azure", "leasehold", "peer", op)] as const,
     );
@@ -131,13 +130,6 @@ export function evaluateTargets(res: Results): Target[] {
       met: azPeer.every(([, x]) => x <= 1),
     });
     for (const b of BACKENDS) {
-      const over = OPS.map((op) => [op, ratio(r, b, "leasehold", "floor", op)] as const);
-      t.push({
-        id: `overhead-${b}-${r.runtime}`,
-        target: `${r.runtime}, ${b}: each operation's median overhead over the raw fetch floor ≤ 5 %`,
-        result: over.map(([op, x]) => `${op} ${pct(x)}`).join(", "),
-        met: over.every(([, x]) => x <= 1.05),
-      });
       const peer = OPS.map((op) => [op, ratio(r, b, "leasehold", "peer", op)] as const);
       t.push({
         id: `peer-${b}-${r.runtime}`,
@@ -196,6 +188,26 @@ export function evaluateTargets(res: Results): Target[] {
         ).join(", "),
         met: OPS.every((op) => slowQuorum.median[op].median < slowOne.median[op].median),
       });
+    }
+  }
+  if (res.handover) {
+    // Issue 29: hand-over in about one round trip wherever the store can notify.
+    const line = res.handover.rows.find((r) => r.how === "line");
+    for (const row of res.handover.rows.filter((r) => r.how === "woken" && r.store !== "memory")) {
+      const bound = 2 * row.roundTrip.median + 5;
+      t.push({
+        id: `handover-${row.store}`,
+        target: `${row.store}, woken: release → next waiter's lease median ≤ 2 round trips + 5 ms (retryDelay 2 000 ms)`,
+        result: `${ms(row.handover.median)} ms (bound ${ms(bound)} ms)`,
+        met: row.handover.median <= bound,
+      });
+      if (line)
+        t.push({
+          id: `handovers-${row.store}`,
+          target: `${row.store}, woken: hand-overs/s with 16 contenders within 1.5× of the Durable Object's`,
+          result: `${row.handoversPerSecond.toFixed(0)} vs ${line.handoversPerSecond.toFixed(0)}/s (×${(line.handoversPerSecond / row.handoversPerSecond).toFixed(2)})`,
+          met: row.handoversPerSecond * 1.5 >= line.handoversPerSecond,
+        });
     }
   }
   return t;
@@ -387,7 +399,12 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
     out.push(`- Not measured (runtime missing): ${res.missingRuntimes.join(", ")}`);
   out.push("", "## Headline", "", ...headline(res), "");
 
-  out.push("## Targets (docs/DESIGN.md §7 and issue 19)", "", "| target | this run | |", "|---|---|---|");
+  out.push(
+    "## Targets (docs/DESIGN.md §7, issues 19 and 29)",
+    "",
+    "| target | this run | |",
+    "|---|---|---|",
+  );
   for (const t of targets) out.push(`| ${t.target} | ${t.result} | ${mark(t.met)} |`);
   out.push("");
   if (analysis.length) out.push("## Where a target is missed, and why", "", ...analysis, "");
@@ -590,6 +607,31 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   if (res.changes?.length) out.push(changesSection(res.changes, res.changeSizes ?? []));
   if (res.once) out.push(onceSection(res.once));
   if (res.shared) out.push(sharedSection(res.shared));
+  if (res.handover) out.push(handoverSection(res.handover));
+  return out.join("\n");
+}
+
+function handoverSection(r: HandoverResult): string {
+  const out = [
+    "## 16. Hand-over: wake on release beside the Durable Object's line and beside polling",
+    "",
+    "**release → lease**: a holder (ttl 15 s) releases while one waiter (retryDelay 2 000 ms) has waited a random 0.3–2.5 s; from the release call to the waiter's lease. " +
+      "**hand-overs/s**: 16 contenders (one process) loop `acquire()` → `release()` on one name at retryDelay 1 000 ms; a hand-over is a change of holder. " +
+      "**how**: _woken_, the store tells the waiter of the release (`watch`, docs/DESIGN.md §19); _line_, the Durable Object hands the lock to the next in line; _polling_, the same backend with `watch` hidden (as before issue 29), or a store that cannot tell. " +
+      "**round trip**: the median of `inspect` on the same backend. " +
+      `${r.trials} hand-overs per row; ${r.contenders} contenders × ${r.each} acquisitions.` +
+      (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
+    "",
+    "| store | how | round trip (ms) | release → lease (ms), median / p90 / max | ≤ 2 round trips + 5 ms | hand-overs/s | acquisitions/s |",
+    "|---|---|---|---|---|---|---|",
+  ];
+  for (const row of r.rows) {
+    const bound = 2 * row.roundTrip.median + 5;
+    out.push(
+      `| ${row.store} | ${row.how} | ${ms(row.roundTrip.median)} | ${ms(row.handover.median)} / ${ms(row.handover.p90)} / ${ms(row.handover.max)} | ${row.handover.median <= bound ? "yes" : "no"} (${ms(bound)}) | ${row.handoversPerSecond.toFixed(0)} | ${row.acquisitionsPerSecond.toFixed(0)} |`,
+    );
+  }
+  out.push("");
   return out.join("\n");
 }
 
@@ -757,12 +799,13 @@ function explain(res: Results): string[] {
   const targets = res.targets ?? evaluateTargets(res);
   const missed = (prefix: string) => targets.filter((t) => t.id.startsWith(prefix) && t.met === false);
   const out: string[] = [];
-  const issue19 = [...missed("wire-"), ...missed("sdk-")];
-  if (missed("overhead-").length || issue19.length) {
-    out.push("### Overhead over the floor", "");
-    if (issue19.length) {
+  const sdkMiss = missed("sdk-");
+  // The loopback overhead is shown, not judged (issue 29): what it is made of, whenever measured.
+  if (res.latency.length) {
+    out.push("### Overhead over the floor (shown, not judged)", "");
+    if (sdkMiss.length) {
       out.push(
-        `Missed: ${issue19.map((t) => `${t.target} (${t.result})`).join("; ")}. Which part of the overhead is the adapter's, the per-request timeout's and the core's is in section 1, "Where the overhead goes"; per operation:`,
+        `Missed: ${sdkMiss.map((t) => `${t.target} (${t.result})`).join("; ")}. Which part of the overhead is the adapter's, the per-request timeout's and the core's is in section 1, "Where the overhead goes"; per operation:`,
         "",
       );
     }
@@ -858,7 +901,7 @@ function explain(res: Results): string[] {
     out.push(
       "### Bundle size",
       "",
-      `Over target: ${sizeMiss
+      `Over budget (\`npm test\` fails: scripts/check-bundles.mjs holds these budgets): ${sizeMiss
         .map((t) => {
           const id = t.id.slice(5);
           return `${row(id)!.label} by ${row(id)!.gzip - SIZE_TARGETS[id]!} B (largest parts, minified: ${largest(id)})`;
@@ -868,8 +911,8 @@ function explain(res: Results): string[] {
         "Section 3's \"what each part costs\" table lists every file's share" +
         (row("core")
           ? `; the core alone (createMutex and no backend) is ${row("core")!.gzip} B, ${
-              row("core")!.gzip > SIZE_TARGETS.upstash! ? "already over" : "under"
-            } the core + upstash target by itself. `
+              row("core")!.gzip > SIZE_TARGETS.core! ? "over" : "within"
+            } its budget of ${SIZE_TARGETS.core} B. `
           : ". ") +
         (res.changeSizes?.length
           ? "Section 13 lists the size of every version since issue 19 was filed: what each later issue's features added, and what each trim took away."
@@ -941,15 +984,17 @@ function changesSection(runs: ChangesResult[], sizes: ChangeSize[]): string {
     out.push(
       "**Bundle size per version** (section 3's entries, built from each version's src/ with the same settings; min+gzip, and the change from the version before)",
       "",
-      "| version | change | core + upstash | core + azure-blob |",
-      "|---|---|---|---|",
+      `| version | change | core (≤ ${SIZE_TARGETS.core} B) | core + memory (≤ ${SIZE_TARGETS.memory} B) | core + upstash (≤ ${SIZE_TARGETS.upstash} B) | core + azure-blob (≤ ${SIZE_TARGETS.azure} B) |`,
+      "|---|---|---|---|---|---|",
     );
     const delta = (b: number, a: number | undefined) =>
       a === undefined ? "" : ` (${b - a >= 0 ? "+" : "−"}${Math.abs(b - a)})`;
+    const cell = (b: number | undefined, a: number | undefined) =>
+      b === undefined ? "" : `${b} B${delta(b, a)}`;
     sizes.forEach((v, i) => {
       const before = sizes[i - 1];
       out.push(
-        `| ${v.id} | ${v.change} | ${v.upstash} B${delta(v.upstash, before?.upstash)} | ${v.azure} B${delta(v.azure, before?.azure)} |`,
+        `| ${v.id} | ${v.change} | ${cell(v.core, before?.core)} | ${cell(v.memory, before?.memory)} | ${cell(v.upstash, before?.upstash)} | ${cell(v.azure, before?.azure)} |`,
       );
     });
     out.push("");

@@ -1,8 +1,9 @@
 // The checks of the optional capabilities (src/backend.ts), each passing at once on a backend
-// without it: raiseFence, observed expiry, waiting in line (acquireQueued).
+// without it: raiseFence, observed expiry, waiting in line (acquireQueued), wake on release (watch).
 import type { Backend } from "../backend.ts";
 import { isLockError } from "../errors.ts";
 import type { Lease } from "../lease.ts";
+import { createMutex } from "../mutex.ts";
 import { sleep } from "../time.ts";
 import { assert, type ConformanceCheck, type ConformanceOptions, mutexSuite, type Setup } from "./shared.ts";
 
@@ -166,6 +167,7 @@ export function capabilityChecks(options: ConformanceOptions): ConformanceCheck[
       },
     },
     ...waitingChecks(setup, ttl),
+    ...watchChecks(setup, ttl),
   ];
 }
 
@@ -254,6 +256,63 @@ function waitingChecks(setup: Setup, ttl: number): ConformanceCheck[] {
         const info = await backend.inspect({ key: name });
         assert(info?.owner === "next", `the holder is ${JSON.stringify(info?.owner)}, expected "next"`);
         assert(!info.waiters, `${info.waiters} waiter(s) left in line after everyone was served`);
+        await lease.release();
+      },
+    },
+  ];
+}
+
+/**
+ * The checks of the optional wake on release (`Backend.watch`, docs/DESIGN.md §19); each passes
+ * at once when the backend does not offer it. The waiter's pauses double from 25 ms up to its
+ * `retryDelay` of a minute: the holder releases just after an attempt that began a pause of at
+ * least 1.9 s, so a woken waiter gets the lease well before its next poll could have come.
+ */
+function watchChecks(setup: Setup, ttl: number): ConformanceCheck[] {
+  return [
+    {
+      name: "wake on release (watch), where offered: a waiter gets the lease on release, not at its next poll; its watches end with its wait",
+      timeout: 60_000 + ttl * 20,
+      async run() {
+        const long = { ttl: Math.max(ttl * 10, 10_000), retryDelay: 60_000 };
+        const { backend, name, make } = await setup(long);
+        if (!backend.watch) return;
+        // Every watch's signal, to see that each ends with the wait (the backend's own object,
+        // so its methods keep their `this`).
+        const watches: AbortSignal[] = [];
+        const watched: typeof backend = Object.create(backend);
+        watched.watch = (key, wake, signal) => {
+          watches.push(signal);
+          return backend.watch!.call(backend, key, wake, signal);
+        };
+        const holder = await make("holder").acquire({ timeout: 10_000 });
+        // The 8th refused attempt begins a pause of at least 0.6 × 25 ms × 2^7 = 1 920 ms.
+        let refusals = 0;
+        let release: (() => void) | undefined;
+        const ready = new Promise<void>((resolve) => (release = resolve));
+        const waiting = createMutex(watched, {
+          name,
+          owner: "waiter",
+          ...long,
+          onEvent: (event) => {
+            if (event.type === "attempt" && event.outcome === "taken" && ++refusals === 8) release?.();
+          },
+        }).acquire({ timeout: 30_000 + long.ttl });
+        await ready;
+        const released = performance.now();
+        await holder.release();
+        const lease = await waiting;
+        const late = performance.now() - released;
+        assert(watches.length > 0, "the waiter never watched the lock");
+        assert(
+          late < 1_500,
+          `the waiter got the lease ${Math.round(late)} ms after the release: at its next poll, not woken by it`,
+        );
+        assert(lease.token > holder.token, "the woken waiter's token is not greater");
+        assert(
+          watches.every((s) => s.aborted),
+          "a watch of the waiter is still live after its acquire settled",
+        );
         await lease.release();
       },
     },

@@ -32,12 +32,14 @@ async function waitFor(mutex: Mutex, ms: number): Promise<void> {
 const gapsOf = (times: number[]) => times.slice(1).map((t, i) => t - times[i]!);
 
 describe("acquire: waiting, timeout, abort", () => {
+  // A store that tells no releases: the waiter polls (wake on release has its own tests below).
   const taken = (retryAfter?: number, times: number[] = []) =>
     backendWith({
       acquire: async () => {
         times.push(t0());
         return retryAfter === undefined ? { ok: false } : { ok: false, retryAfter };
       },
+      watch: undefined,
     });
 
   it("rejects with LockTimeoutError at the timeout, without sleeping after giving up", async () => {
@@ -224,6 +226,140 @@ describe("acquire: waiting, timeout, abort", () => {
     await vi.advanceTimersByTimeAsync(900);
     expect(await attempt).toBeNull();
     expect(released).toHaveLength(2);
+  });
+});
+
+describe("acquire: wake on release (docs/DESIGN.md §19)", () => {
+  /** memory() refusing every acquire, with `watch` replaced (the fault under test) and the attempts' times. */
+  const refusing = (watch: Backend["watch"], times: number[] = []) =>
+    backendWith({
+      acquire: async () => {
+        times.push(t0());
+        return { ok: false };
+      },
+      watch,
+    });
+
+  it("listens after the first refusal, tries once more at once, and a wake ends the pause", async () => {
+    const times: number[] = [];
+    let wake = () => {};
+    let listening: AbortSignal | undefined;
+    const backend = refusing(async (_key, w, signal) => {
+      wake = w;
+      listening = signal;
+    }, times);
+    const ctrl = new AbortController();
+    const result = createMutex(backend, { name: "w", retryDelay: 60_000 })
+      .acquire({ signal: ctrl.signal })
+      .catch(() => {});
+    await vi.advanceTimersByTimeAsync(10_000);
+    const before = times.length;
+    expect(times[1]! - times[0]!).toBeLessThan(1); // the at-once retry once listening
+    wake();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(times).toHaveLength(before + 1);
+    expect(listening?.aborted).toBe(false);
+    ctrl.abort();
+    await result;
+    expect(listening?.aborted).toBe(true); // the watch ends with the wait
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("a wake during an attempt skips the next pause", async () => {
+    const times: number[] = [];
+    let wake = () => {};
+    const backend = backendWith({
+      acquire: async () => {
+        times.push(t0());
+        if (times.length === 4) wake(); // a release while this attempt is in flight
+        return { ok: false };
+      },
+      watch: async (_key, w) => {
+        wake = w;
+      },
+    });
+    const ctrl = new AbortController();
+    const result = createMutex(backend, { name: "w", retryDelay: 60_000 })
+      .acquire({ signal: ctrl.signal })
+      .catch(() => {});
+    await vi.advanceTimersByTimeAsync(1_000);
+    ctrl.abort();
+    await result;
+    expect(times[4]! - times[3]!).toBeLessThan(1);
+  });
+
+  it("polls, never held up, when the store cannot listen: a watch that rejects, or one that never starts", async () => {
+    for (const watch of [
+      async () => Promise.reject(transient()),
+      (_key: string, _wake: () => void, signal: AbortSignal) => never<void>(signal),
+    ]) {
+      const times: number[] = [];
+      const mutex = createMutex(refusing(watch, times), { name: "w", retryDelay: 300 });
+      await waitFor(mutex, 5_000);
+      // Polling goes on as without a watch: never held up by it.
+      expect(times.length).toBeGreaterThan(10);
+      expect(Math.max(...gapsOf(times))).toBeLessThanOrEqual(300 + 1);
+      expect(vi.getTimerCount()).toBe(0);
+    }
+  });
+
+  it("a release wakes the waiter that has waited longest, not every waiter; every waiting reader when that one reads", async () => {
+    const store = memory();
+    const attempts = new Map<string, number>();
+    const backend = backendWith({
+      ...store,
+      acquire: (r) => {
+        attempts.set(r.owner, (attempts.get(r.owner) ?? 0) + 1);
+        return store.acquire(r);
+      },
+      acquireShared: (r) => {
+        attempts.set(r.owner, (attempts.get(r.owner) ?? 0) + 1);
+        return store.acquireShared!(r);
+      },
+    });
+    const make = (owner: string) => createMutex(backend, { name: "h", owner, retryDelay: 60_000 });
+    const holder = await make("holder").acquire();
+    const writers = ["w1", "w2", "w3"].map((owner) => make(owner).acquire());
+    await vi.advanceTimersByTimeAsync(5_000); // each is refused, listens, and pauses
+    const before = new Map(attempts);
+    await holder.release();
+    await vi.advanceTimersByTimeAsync(0);
+    const w1 = await writers[0]!;
+    expect(w1.signal.aborted).toBe(false);
+    expect(attempts.get("w1")).toBe(before.get("w1")! + 1);
+    expect(attempts.get("w2")).toBe(before.get("w2")); // not woken: no attempt that could only lose
+    expect(attempts.get("w3")).toBe(before.get("w3"));
+    await w1.release(); // the next release wakes the next in arrival order
+    await vi.advanceTimersByTimeAsync(0);
+    const w2 = await writers[1]!;
+    expect(attempts.get("w3")).toBe(before.get("w3"));
+    await w2.release();
+    await (await writers[2]!).release();
+    // Readers: the longest-waiting one is a reader, so every waiting reader is woken.
+    const writer = await make("writer").acquire();
+    const readers = ["r1", "r2"].map((owner) => make(owner).acquire({ mode: "shared" }));
+    await vi.advanceTimersByTimeAsync(5_000);
+    const seen = new Map(attempts);
+    await writer.release();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(attempts.get("r1")).toBe(seen.get("r1")! + 1);
+    expect(attempts.get("r2")).toBe(seen.get("r2")! + 1);
+    for (const r of await Promise.all(readers)) await r.release();
+  });
+
+  it("is not asked by tryAcquire, by timeout 0, nor on a backend that keeps a line", async () => {
+    let watches = 0;
+    const watch = async () => void watches++;
+    const mutex = createMutex(refusing(watch), { name: "w" });
+    expect(await mutex.tryAcquire()).toBeNull();
+    await expect(mutex.acquire({ timeout: 0 })).rejects.toBeInstanceOf(LockTimeoutError);
+    const queued = backendWith({
+      acquire: async () => ({ ok: false }),
+      acquireQueued: async () => ({ ok: false, retryAfter: 0 }),
+      watch,
+    });
+    await waitFor(createMutex(queued, { name: "q" }), 1_000);
+    expect(watches).toBe(0);
   });
 });
 

@@ -1,10 +1,11 @@
 // The per-request bound (src/signals.ts requestSignal): one timer for every request in flight,
 // each request aborted at its own bound and not before, nothing left armed after the last one,
-// the AbortSignal made only when read, and a backend the core races (RACED) handed no signal.
+// the AbortSignal made only when read, and a backend the core races (RACED) handed no signal;
+// and the other src/signals.ts helpers, where a test of the faces above them would not pin them down.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Backend } from "../../src/backend.ts";
 import { BackendError, createMutex } from "../../src/index.ts";
-import { RACED, requestSignal } from "../../src/signals.ts";
+import { abortable, RACED, requestSignal } from "../../src/signals.ts";
 import { backendWith, useFakeClock } from "../harness/doubles.ts";
 
 afterEach(() => {
@@ -222,4 +223,24 @@ describe("a backend the core races (RACED)", () => {
     expect(await result).toBe(reason);
     expect(vi.getTimerCount()).toBe(0);
   });
+});
+
+it("abortable on a signal already aborted: rejects with its reason, and the promise's later rejection is handled", async () => {
+  // A backend's watch (docs/DESIGN.md §19) started as the wait's signal aborts rejects later: it
+  // must not surface as an unhandled rejection, which ends a Node or Bun process.
+  const unhandled: unknown[] = [];
+  const record = (reason: unknown) => unhandled.push(reason);
+  process.on("unhandledRejection", record);
+  try {
+    let fail!: (error: Error) => void;
+    const later = new Promise<never>((_, reject) => {
+      fail = reject;
+    });
+    await expect(abortable(later, AbortSignal.abort(new Error("stop")))).rejects.toThrow("stop");
+    fail(new Error("late"));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(unhandled).toEqual([]);
+  } finally {
+    process.off("unhandledRejection", record);
+  }
 });

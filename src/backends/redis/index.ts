@@ -15,6 +15,12 @@
  * it as a request whose reply was lost (an acquire's possible lock is released in the
  * background; a late reply never revives a lease).
  *
+ * A waiting `acquire()` is woken by the release of its lock (`watch`): the scripts that free a
+ * lock publish on `leasehold:` and its lock key, and the waiters of one backend subscribe on one
+ * extra connection made from your client with `duplicate()` (ioredis, node-redis, Bun's
+ * `RedisClient`), opened by the first waiter and closed when the last one stops waiting. An
+ * `@upstash/redis` client has no watch: its waiters poll.
+ *
  * Redis replicates asynchronously: a failover that loses the last writes can let a second holder
  * in, and can set the fence counter back (this backend then raises the counter above every token
  * it saw, grants with that token and tells `onFenceHealed`, rather than repeat a token). Keep
@@ -40,6 +46,7 @@ import { abortableCall, malformed, permissionFix, REDIS_TRANSIENT } from "../sha
 import { cleaner, secretsIn } from "../shared/redact.ts";
 import { INSPECT } from "../shared/redis-lua.ts";
 import { type FenceHealed, scriptBackend } from "../shared/redis-scripts.ts";
+import { bun, ioredis, listener, nodeRedis, type Open } from "./watch.ts";
 
 export type { FenceHealed } from "../shared/redis-scripts.ts";
 
@@ -84,15 +91,17 @@ type Evaluate = (sha: boolean, script: string, keys: string[], args: string[]) =
 
 type Call = (...args: unknown[]) => Promise<unknown>;
 
-// Each shape, in the order tried: the methods it must have, and its two calls, EVALSHA and EVAL,
-// as the client spells them (over those methods, bound to the client).
-const CALLS: [string[], (methods: [Call, Call]) => Evaluate][] = [
+// Each shape, in the order tried: the methods it must have, its two calls, EVALSHA and EVAL, as
+// the client spells them (over those methods, bound to the client), and how it opens a subscriber
+// connection for `watch` (watch.ts) when it has `duplicate` and `subscribe`.
+const CALLS: [string[], (methods: [Call, Call]) => Evaluate, ((client: never) => Open)?][] = [
   // ioredis: evalsha(sha, numkeys, ...keys, ...args).
   [
     ["evalsha", "eval", "call"],
     ([evalsha, evaluate]) =>
       (sha, s, keys, args) =>
         (sha ? evalsha : evaluate)(s, keys.length, ...keys, ...args),
+    ioredis,
   ],
   // node-redis: evalSha(sha, { keys, arguments }); a cluster routes by the first key.
   [
@@ -100,6 +109,7 @@ const CALLS: [string[], (methods: [Call, Call]) => Evaluate][] = [
     ([evalsha, evaluate]) =>
       (sha, s, keys, args) =>
         (sha ? evalsha : evaluate)(s, { keys, arguments: args }),
+    nodeRedis,
   ],
   // Bun's RedisClient: send(command, args), every argument a string.
   [
@@ -107,8 +117,9 @@ const CALLS: [string[], (methods: [Call, Call]) => Evaluate][] = [
     ([send]) =>
       (sha, s, keys, args) =>
         send(sha ? "EVALSHA" : "EVAL", [s, String(keys.length), ...keys, ...args]),
+    bun,
   ],
-  // @upstash/redis: evalsha(sha, keys, args).
+  // @upstash/redis: evalsha(sha, keys, args). No watch: REST has no connection to subscribe on.
   [
     ["evalsha", "eval"],
     ([evalsha, evaluate]) =>
@@ -117,12 +128,17 @@ const CALLS: [string[], (methods: [Call, Call]) => Evaluate][] = [
   ],
 ];
 
-function shapeOf(client: unknown): Evaluate | null {
+/** The client's calls, and its subscriber connections when it can make them; null for no known shape. */
+function shapeOf(client: unknown): { evaluate: Evaluate; open: Open | undefined } | null {
   if ((typeof client !== "object" && typeof client !== "function") || client === null) return null;
   const c = client as Record<string, unknown>;
-  for (const [names, calls] of CALLS) {
+  for (const [names, calls, subscriber] of CALLS) {
     if (names.every((n) => typeof c[n] === "function")) {
-      return calls(names.map((n) => (c[n] as Call).bind(client)) as [Call, Call]);
+      const subscribes = typeof c.duplicate === "function" && typeof c.subscribe === "function";
+      return {
+        evaluate: calls(names.map((n) => (c[n] as Call).bind(client)) as [Call, Call]),
+        open: subscribes ? subscriber?.(client as never) : undefined,
+      };
     }
   }
   return null;
@@ -148,7 +164,8 @@ const hex = (bytes: ArrayBuffer) =>
  * @param client A connected client of one of the {@link RedisClientLike} shapes. leasehold never
  *   connects, closes or configures it.
  * @param options An optional key `prefix` and `onFenceHealed`.
- * @returns A backend named `"redis"` with no ttl bounds of its own.
+ * @returns A backend named `"redis"` with no ttl bounds of its own; with `watch` over a client that
+ *   has `duplicate()` and `subscribe()` (all but `@upstash/redis`).
  * @throws {TypeError} When the client has none of the accepted shapes, `prefix` is not a string or
  *   `onFenceHealed` not a function.
  *
@@ -165,7 +182,7 @@ const hex = (bytes: ArrayBuffer) =>
 export function redis(client: RedisClientLike, options: RedisOptions = {}): Backend {
   const got =
     client === null ? "null" : typeof client === "object" ? "an object without those methods" : typeof client;
-  const evaluate: Evaluate = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
+  const { evaluate, open } = shapeOf(client) ?? fail(`[${NAME}]`, `client must be ${SHAPES}; got ${got}`);
   const { prefix = "leasehold:", onFenceHealed } = options ?? {};
   check(typeof prefix === "string", `[${NAME}]`, "option prefix must be a string");
   const { clean, cause } = cleaner(secretsOf(client));
@@ -223,6 +240,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
       counterLoss:
         "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
       onFenceHealed,
+      listen: open && listener(open, clientError),
     }),
     { [RACED]: true },
   );

@@ -38,9 +38,16 @@ export const RENEW = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
 if v and v:sub(1,#n)==n then return redis.call("PEXPIRE",KEYS[1],ARGV[2]) end
 return 0`;
 
-// KEYS[1] lock; ARGV nonce. 1 when deleted, 0 when the lock is not ours.
-export const RELEASE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
-if v and v:sub(1,#n)==n then return redis.call("DEL",KEYS[1]) end
+// Wake on release (docs/DESIGN.md §19): a script that frees KEYS[1] (RELEASE, COMPLETE, the last
+// reader's RELEASE_SHARED) publishes on the channel `leasehold:` and the lock key, which waiters
+// watching it subscribe to (redis backend). Always: PUBLISH with no subscriber costs Redis about a
+// µs. pcall: a user without rights to the channel (Redis 7's ACL default) still frees the lock.
+export const CHANNEL = "leasehold:";
+const FREED = `redis.pcall("PUBLISH","${CHANNEL}"..KEYS[1],1)`;
+
+// KEYS[1] lock; ARGV nonce. 1 when deleted (publishing the release), 0 when the lock is not ours.
+export const RELEASE: string = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+if v and v:sub(1,#n)==n then ${FREED} return redis.call("DEL",KEYS[1]) end
 return 0`;
 
 // KEYS lock1, lock2, ...; ARGV nonce. RELEASE on each lock: deletes those that are ours (an
@@ -64,11 +71,12 @@ if tonumber(redis.call("GET",KEYS[2]) or "0")<t then redis.call("SET",KEYS[2],AR
 return 1`;
 
 // KEYS[1] lock; ARGV nonce, retain (ms). When the lock is ours: its value becomes the record of a
-// completed fire, `|token|owner` (the nonce dropped), expiring after retain; 1. Else 0. The fence
-// counter is untouched.
-export const COMPLETE = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
+// completed fire, `|token|owner` (the nonce dropped), expiring after retain, and the standbys
+// are told; 1. Else 0. The fence counter is untouched.
+export const COMPLETE: string = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
 if not v or v:sub(1,#n)~=n then return 0 end
 redis.call("SET",KEYS[1],v:sub(#n),"PX",ARGV[2])
+${FREED}
 return 1`;
 
 // Shared mode (docs/DESIGN.md §18). A lock held shared has the value `*|token|owner` (the newest
@@ -81,10 +89,10 @@ const NOW = `local c=redis.call("TIME")
 local now=c[1]*1000+math.floor(c[2]/1000)`;
 
 // Sets the expiry of KEYS[1] (the lock) and of the sorted set `z` to its greatest score, or deletes
-// the lock (a shared one) when `z` is empty.
+// the lock (a shared one) when `z` is empty, publishing the release (only RELEASE_SHARED empties it).
 const LAST = `local function last(z)
 local top=redis.call("ZRANGE",z,-1,-1,"WITHSCORES")
-if #top==0 then return redis.call("DEL",KEYS[1]) end
+if #top==0 then ${FREED} return redis.call("DEL",KEYS[1]) end
 redis.call("PEXPIRE",KEYS[1],tonumber(top[2])-now)
 redis.call("PEXPIRE",z,tonumber(top[2])-now)
 end`;

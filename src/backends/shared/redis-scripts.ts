@@ -22,6 +22,7 @@ import {
   ACQUIRE_ANY,
   ACQUIRE_SHARED,
   ACQUIRE_WAITING,
+  CHANNEL,
   COMPLETE,
   RAISE,
   RAISE_SHARED,
@@ -83,12 +84,17 @@ export interface ScriptRunner {
   counterLoss: string;
   /** Told when the fence counter went back and was raised (the backend's option); default `console.warn`. */
   onFenceHealed?: ((info: FenceHealed) => void) | undefined;
+  /**
+   * Optional: `watch` (docs/DESIGN.md §19) on the pub/sub `channel` the scripts publish a lock's
+   * releases on (`leasehold:` and its lock key): a backend without it is not watched.
+   */
+  listen?: ((channel: string, wake: () => void, signal: AbortSignal) => Promise<void>) | undefined;
 }
 
 /**
  * The backend over `runner`: acquire and acquireAny (for createSemaphore) with one script, renew,
  * release, releaseAny (createSemaphore's give-back), raiseFence (for leasehold/quorum) and
- * inspect with one each. Each backend
+ * inspect with one each; watch on the lock's channel when the runner can `listen`. Each backend
  * remembers the highest token it has seen per lock name (the last 4 096 names). A fresh lease
  * whose token is not above the highest seen before the request was sent means the counter went
  * back: the backend raises the lease and the counter past every token it saw (RAISE, one more
@@ -281,8 +287,11 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     throw malformed(r);
   }
 
+  const { listen } = runner;
   return {
     name,
+
+    ...(listen && { watch: (key: string, wake, signal) => listen(CHANNEL + lockKey(key), wake, signal) }),
 
     acquireAny: take,
 

@@ -1,0 +1,176 @@
+// Wake on release for the redis backend (docs/DESIGN.md §19, §5.9): the scripts publish each
+// release of a lock on `leasehold:` and its lock key (redis-lua.ts); a waiter subscribes to that
+// channel on a second connection made from the user's client, one per backend object, opened at
+// the first watch and closed when the last one ends.
+
+/** A subscriber connection, as {@link listener} uses it. */
+export interface Subscriber {
+  /** Resolves once the server confirmed the subscription. */
+  subscribe(channel: string): Promise<unknown>;
+  unsubscribe(channel: string): Promise<unknown>;
+  /** Closes the connection at once (the server drops its subscriptions); never throws. */
+  close(): void;
+}
+
+/**
+ * Opens a subscriber connection from the user's client: `message(channel)` for each message,
+ * `lost()` when the connection dropped or failed, after closing it at once (before the client's
+ * own reconnect starts: it is never reconnected).
+ */
+export type Open = (message: (channel: string) => void, lost: () => void) => Promise<Subscriber>;
+
+type Fn = (...args: unknown[]) => unknown;
+type Client = Record<string, Fn>;
+
+const ignore = () => {};
+
+/**
+ * The {@link Subscriber} over `s`, which `close` closes (whatever it throws or rejects is
+ * ignored), with the `listener` of messages its `subscribe` takes (none for ioredis); and `gone`,
+ * for the connection's loss: closes it, then tells `lost`.
+ */
+function over(s: Client, close: () => unknown, lost: () => void, ...listener: [Fn?]) {
+  const shut = () => {
+    try {
+      Promise.resolve(close()).catch(ignore);
+    } catch {}
+  };
+  const subscriber: Subscriber = {
+    subscribe: async (channel) => s.subscribe!(channel, ...listener),
+    unsubscribe: async (channel) => s.unsubscribe!(channel, ...listener),
+    close: shut,
+  };
+  return {
+    subscriber,
+    gone: () => {
+      shut();
+      lost();
+    },
+  };
+}
+
+/** node-redis' and Bun's listener, `(message, channel)`. */
+const byChannel = (message: (channel: string) => void) => (_: unknown, channel: unknown) =>
+  message(channel as string);
+
+// Each client's way, over what it offers (`duplicate` and `subscribe`): ioredis `Redis` and
+// `Cluster` (a duplicate connects by itself; errors and the connection's end are events),
+// node-redis v4-v6 client and cluster (a duplicate is connected with `connect()`; `destroy()` from
+// v5, `disconnect()` before; the end is an "error" event), Bun's `RedisClient` (`duplicate()`
+// resolves it connected; it reconnects without its subscriptions, so a second `onconnect` is a
+// loss). Each would reconnect by itself: closed at once in the event instead, it does not.
+
+/** ioredis `Redis` or `Cluster`. */
+export const ioredis =
+  (client: Client): Open =>
+  async (message, lost) => {
+    const s = client.duplicate!() as Client;
+    const { subscriber, gone } = over(s, () => s.disconnect!(), lost);
+    s.on!("error", ignore);
+    s.on!("close", gone);
+    s.on!("message", message);
+    return subscriber;
+  };
+
+/** node-redis v4 to v6, a client or a cluster. */
+export const nodeRedis =
+  (client: Client): Open =>
+  async (message, lost) => {
+    const s = client.duplicate!() as Client;
+    const { subscriber, gone } = over(
+      s,
+      () => (s.destroy ?? s.disconnect)!.call(s),
+      lost,
+      byChannel(message),
+    );
+    s.on!("error", gone);
+    try {
+      await s.connect!();
+    } catch (error) {
+      subscriber.close();
+      throw error;
+    }
+    return subscriber;
+  };
+
+/** Bun's `RedisClient`. */
+export const bun =
+  (client: Client): Open =>
+  async (message, lost) => {
+    const s = (await client.duplicate!()) as Client & {
+      connected?: boolean;
+      onclose?: unknown;
+      onconnect?: unknown;
+    };
+    const { subscriber, gone } = over(s, () => s.close!(), lost, byChannel(message));
+    let up = s.connected !== false;
+    s.onclose = gone;
+    s.onconnect = () => {
+      if (up) gone();
+      up = true;
+    };
+    return subscriber;
+  };
+
+/**
+ * `watch` over connections `open` makes (ReleaseNotices in src/backend.ts): every watch of the
+ * backend shares one connection, opened by the first and closed when the last one ends. A lost
+ * connection is closed and forgotten: the watches it served get no more wakes (their waiters
+ * poll), and the next watch opens another, which subscribes to every channel still watched.
+ * A failure rejects with `error(reason)`.
+ */
+export function listener(
+  open: Open,
+  error: (reason: unknown) => Error,
+): (channel: string, wake: () => void, signal: AbortSignal) => Promise<void> {
+  const wakes = new Map<string, Set<() => void>>();
+  let conn: Promise<Subscriber> | undefined;
+  let watches = 0;
+
+  const message = (channel: string) => {
+    for (const wake of wakes.get(channel) ?? []) wake();
+  };
+  /** Closes `made` (once it opened) and forgets it, unless it was already replaced. */
+  const drop = (made: Promise<Subscriber> | undefined) => {
+    if (conn === made) conn = undefined;
+    made?.then((s) => s.close(), ignore);
+  };
+  /** Opens a connection for the watch of `first`. */
+  const connect = (first: string) => {
+    const made: Promise<Subscriber> = open(message, () => drop(made)).then((s) => {
+      // A connection opened after a loss listens for the watches the lost one served.
+      for (const channel of wakes.keys()) if (channel !== first) s.subscribe(channel).catch(ignore);
+      return s;
+    });
+    made.catch(() => drop(made));
+    return made;
+  };
+
+  return async (channel, wake, signal) => {
+    signal.throwIfAborted();
+    const set = wakes.get(channel) ?? new Set();
+    wakes.set(channel, set.add(wake));
+    watches++;
+    conn ??= connect(channel);
+    const made = conn;
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      set.delete(wake);
+      if (set.size === 0 && wakes.get(channel) === set) {
+        wakes.delete(channel);
+        conn?.then((s) => s.unsubscribe(channel)).catch(ignore);
+      }
+      if (--watches === 0) drop(conn);
+    };
+    signal.addEventListener("abort", end, { once: true });
+    try {
+      await (await made).subscribe(channel);
+    } catch (reason) {
+      end();
+      throw error(reason);
+    }
+    signal.throwIfAborted();
+  };
+}
