@@ -13,8 +13,11 @@ import { check } from "./errors.ts";
 export interface KeyRequest {
   /** The lock's key: a mutex's name, or a semaphore's slot key. */
   key: string;
-  /** Aborts the request; the backend then rejects with the signal's reason. */
-  signal?: AbortSignal;
+  /**
+   * Aborts the request; the backend then rejects with the signal's reason. Absent when nobody
+   * bounds the request, or when the core bounds it itself (docs/DESIGN.md §4.8).
+   */
+  signal?: AbortSignal | undefined;
 }
 
 /** An {@link Backend.acquire} request. */
@@ -197,7 +200,7 @@ export interface AcquireAnyRequest {
   /** How long the lease lives on the backend without renewal, in ms. */
   ttl: number;
   /** Aborts the request. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** What {@link AcquireAny.acquireAny} answers: the token and which key it took, or a refusal. */
@@ -215,7 +218,7 @@ export interface ReleaseAnyRequest {
   /** Its nonce. */
   nonce: string;
   /** Aborts the request. */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** Optional capability: a semaphore's acquire and give-back in one request (docs/DESIGN.md §15). */

@@ -129,7 +129,7 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
   return async (signal, queue) => {
     const nonce = crypto.randomUUID();
     const bounded = requestSignal(backendName, "acquire", ttl - guard, signal);
-    const request: AcquireRequest = { key, owner, nonce, ttl, signal: bounded.signal };
+    const request: AcquireRequest = { key, owner, nonce, ttl, signal: bounded.signalFor(backend) };
     if (seen && now() - seen.since >= seen.wait) request.takeover = seen.version;
     // The waiting call's id: a place in line (§4.7), or a writer's waiting mark (§18).
     if (queue) request.waiter = queue.waiter;
@@ -138,9 +138,11 @@ export function keyAttempt(o: Core, key: string): AttemptFn {
     try {
       // A held-open request's t_send is when it was sent, before the lock was handed over: the
       // deadline rule of §4.2 holds unchanged (earlier is safe).
-      result = await (queue && backend.acquireQueued
-        ? backend.acquireQueued({ ...request, ...queue })
-        : backend.acquire(request));
+      result = await bounded.race(
+        queue && backend.acquireQueued
+          ? backend.acquireQueued({ ...request, ...queue })
+          : backend.acquire(request),
+      );
     } catch (error) {
       // The request may have been applied (no answer, a lost reply, a 5xx): free what we may hold.
       if (!(error instanceof BackendError && !error.retryable)) releaseInBackground(o, key, nonce);
@@ -373,7 +375,7 @@ export async function waitFor<L extends Lease>(
 export async function inspectKey(o: Core, key: string, signal?: AbortSignal): Promise<HolderInfo | null> {
   const bounded = requestSignal(o.backend.name, "inspect", quietBound(o.ttl), signal);
   try {
-    return await o.backend.inspect({ key, signal: bounded.signal });
+    return await bounded.race(o.backend.inspect({ key, signal: bounded.signalFor(o.backend) }));
   } finally {
     bounded.done();
   }

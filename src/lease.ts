@@ -78,11 +78,11 @@ export function releaseNonce(backend: Backend, key: string, nonce: string, ttl: 
 export async function releaseBounded(
   backend: Backend,
   ttl: number,
-  send: (signal: AbortSignal) => Promise<void>,
+  send: (signal: AbortSignal | undefined) => Promise<void>,
 ): Promise<void> {
   const b = requestSignal(backend.name, "release", quietBound(ttl));
   try {
-    await send(b.signal);
+    await b.race(send(b.signalFor(backend)));
   } finally {
     b.done();
   }
@@ -161,7 +161,9 @@ export function createLease(
       const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
       renewing = bounded;
       try {
-        const ours = await backend.renew({ key, nonce, ttl, signal: bounded.signal });
+        const ours = await bounded.race(
+          backend.renew({ key, nonce, ttl, signal: bounded.signalFor(backend) }),
+        );
         if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("late", "a renewal was answered after its deadline");

@@ -186,7 +186,9 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
     const tSend = now();
     let result: Awaited<ReturnType<NonNullable<Backend["acquireAny"]>>>;
     try {
-      result = await any!.call(backend, { keys, owner, nonce, ttl, signal: bounded.signal });
+      result = await bounded.race(
+        any!.call(backend, { keys, owner, nonce, ttl, signal: bounded.signalFor(backend) }),
+      );
     } catch (error) {
       // The request may have been applied: free the slot we may hold, whichever it is.
       if (!(error instanceof BackendError && !error.retryable)) releaseAll(nonce);

@@ -46,9 +46,10 @@ export const OURS = ["leasehold", "backend + timeout", "backend"] as const;
 export type Ours = (typeof OURS)[number];
 
 /**
- * `backend`'s acquire, renew and release alone. With `bounded`, each request gets the signal the
- * core gives it (src/signals.ts `requestSignal` with the core's bounds from src/timing.ts, for a
- * tryAcquire without a caller's signal and a fresh lease), and `done()` once it settles.
+ * `backend`'s acquire, renew and release alone. With `bounded`, each request is bounded as the
+ * core bounds it (src/signals.ts `requestSignal` with the core's bounds from src/timing.ts, for a
+ * tryAcquire without a caller's signal and a fresh lease: the signal `signalFor` hands the
+ * backend, or for a backend the core races, `race`), and `done()` once it settles.
  */
 function backendCycle(backend: Backend, name: string, ttl: number, bounded: boolean): Cycle {
   const guard = guardOf(ttl, defaultStopMargin(ttl));
@@ -60,7 +61,7 @@ function backendCycle(backend: Backend, name: string, ttl: number, bounded: bool
   const withTimeout = async <T>(op: keyof typeof bounds, send: (signal?: AbortSignal) => Promise<T>) => {
     const b = requestSignal(backend.name, op, bounds[op]);
     try {
-      return await send(b.signal);
+      return await b.race(send(b.signalFor(backend)));
     } finally {
       b.done();
     }
@@ -73,17 +74,15 @@ function backendCycle(backend: Backend, name: string, ttl: number, bounded: bool
     return time3(
       async () => {
         const r = await run("acquire", (signal) =>
-          backend.acquire({ key: name, owner: "bench", nonce, ttl, ...(signal && { signal }) }),
+          backend.acquire({ key: name, owner: "bench", nonce, ttl, signal }),
         );
         if (!r.ok) throw new Error(`bench: ${backend.name} backend.acquire found the lock taken`);
       },
       async () => {
-        const ok = await run("renew", (signal) =>
-          backend.renew({ key: name, nonce, ttl, ...(signal && { signal }) }),
-        );
+        const ok = await run("renew", (signal) => backend.renew({ key: name, nonce, ttl, signal }));
         if (!ok) throw new Error("bench: renew lost");
       },
-      () => run("release", (signal) => backend.release({ key: name, nonce, ...(signal && { signal }) })),
+      () => run("release", (signal) => backend.release({ key: name, nonce, signal })),
     );
   };
 }

@@ -32,6 +32,7 @@
 import type { AcquireResult, Backend, HolderInfo, ReleaseRequest, RenewRequest } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
+import { RACED } from "../../signals.ts";
 import { counterOf } from "../../slots.ts";
 import { abortableCall, malformed as malformedReply, permissionFix } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
@@ -462,7 +463,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       if (rows.length > 1) throw malformed(rows);
     };
 
-  return {
+  const backend: Backend = {
     name: NAME,
 
     async acquire({ key, owner, nonce, ttl, signal, waiter }): Promise<AcquireResult> {
@@ -532,4 +533,6 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
       return rows.length === 1;
     },
   };
+  // A sent statement is not cancelled: the core bounds each request by racing it (RACED).
+  return Object.assign(backend, { [RACED]: true });
 }

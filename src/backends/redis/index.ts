@@ -41,6 +41,7 @@
 import type { Backend } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
+import { RACED } from "../../signals.ts";
 import { abortableCall, malformed, permissionFix, REDIS_TRANSIENT } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
 import { INSPECT } from "../shared/redis-lua.ts";
@@ -228,15 +229,19 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     return abortableCall(run(script, keys, args.map(String)), signal, clientError);
   }
 
-  return scriptBackend({
-    name: NAME,
-    prefix,
-    evaluate: call,
-    read: (key, signal) => call(INSPECT, [key, `${key}:readers`], [], signal),
-    malformed: (reply) => malformed(NAME, reply, clean),
-    counterLoss:
-      "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
-    onFenceHealed,
-    listen: open && listener(open, clientError),
-  });
+  // A sent command cannot be taken back: the core bounds each request by racing it (RACED).
+  return Object.assign(
+    scriptBackend({
+      name: NAME,
+      prefix,
+      evaluate: call,
+      read: (key, signal) => call(INSPECT, [key, `${key}:readers`], [], signal),
+      malformed: (reply) => malformed(NAME, reply, clean),
+      counterLoss:
+        "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
+      onFenceHealed,
+      listen: open && listener(open, clientError),
+    }),
+    { [RACED]: true },
+  );
 }
