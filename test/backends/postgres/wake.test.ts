@@ -1,0 +1,226 @@
+// Wake on release on PostgreSQL (docs/DESIGN.md §19), against the shared server: a waiter hears
+// the release by LISTEN/NOTIFY and is handed the lock without a poll; a lost notification (its
+// session killed with pg_terminate_backend) leaves it to its polls; the listening session is one
+// per backend object and closes with the last watch; a release nobody waits for notifies nobody.
+// Each test makes its own clients with an application_name of its own, to count their sessions.
+import pg from "pg";
+import postgresJs from "postgres";
+import { afterEach, describe, expect, it } from "vitest";
+import { postgres } from "../../../src/backends/postgres/index.ts";
+import { capabilities, createMutex, type LockEvent } from "../../../src/index.ts";
+import { ctx } from "./clients.ts";
+
+const TABLE = "leasehold_wake";
+const closers: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => {});
+});
+
+/** A fresh application_name, and pg clients that carry it. */
+function app() {
+  const name = `wake-${crypto.randomUUID().slice(0, 8)}`;
+  const pool = (max = 5) => {
+    const p = new pg.Pool({ connectionString: ctx.url, max, application_name: name });
+    closers.push(() => p.end());
+    return p;
+  };
+  return { name, pool };
+}
+
+const admin = (() => {
+  let p: pg.Pool | undefined;
+  return () => {
+    if (!p) {
+      const made = new pg.Pool({ connectionString: ctx.url, max: 2 });
+      p = made;
+      closers.push(async () => {
+        p = undefined;
+        await made.end();
+      });
+    }
+    return p;
+  };
+})();
+
+/** The pids of `app`'s sessions whose last statement was a LISTEN. */
+async function listeners(app: string): Promise<number[]> {
+  const { rows } = await admin().query(
+    "SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE 'listen%'",
+    [app],
+  );
+  return rows.map((r: { pid: number }) => r.pid);
+}
+
+/** Polls `test` every 20 ms until it holds, for at most `ms`. */
+async function until(test: () => Promise<boolean> | boolean, ms = 10_000, what = "the condition"): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await test())) {
+    if (Date.now() > end) throw new Error(`${what} did not hold within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+/** The attempts a mutex's events show. */
+function attempts() {
+  const seen: Extract<LockEvent, { type: "attempt" }>[] = [];
+  return {
+    seen,
+    onEvent: (e: LockEvent) => {
+      if (e.type === "attempt") seen.push(e);
+      if ((globalThis as any).DBG) console.log(Date.now() % 100000, e.type, (e as any).outcome ?? "", (e as any).code ?? "");
+    },
+  };
+}
+
+const SHAPES = {
+  "pg Pool": (a: ReturnType<typeof app>) => a.pool(),
+  "postgres.js": (a: ReturnType<typeof app>) => {
+    const sql = postgresJs(ctx.url, { max: 5, onnotice: () => {}, connection: { application_name: a.name } });
+    closers.push(() => sql.end({ timeout: 1 }));
+    return sql;
+  },
+};
+
+describe.each(Object.entries(SHAPES))("%s", (_, make) => {
+  it("a waiter is handed the lock without a poll: its attempts are the refusal, the one at once after listening, and the woken one", async () => {
+    const a = app();
+    const backend = postgres(make(a), { table: TABLE, createTable: true });
+    expect(capabilities(backend).watch).toBe(true);
+    const name = `handed-${crypto.randomUUID()}`;
+    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const { seen, onEvent } = attempts();
+    const waiter = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000, onEvent });
+    const waiting = waiter.acquire({ timeout: 50_000 });
+    // Refused, listening, refused again at once: then it sleeps up to 60 s unless woken.
+    await until(() => seen.length >= 2, 10_000, "two attempts");
+    expect(seen.map((e) => e.outcome)).toEqual(["taken", "taken"]);
+    await holder.release();
+    const lease = await waiting;
+    expect(seen.map((e) => e.outcome)).toEqual(["taken", "taken", "granted"]);
+    expect(lease.token).toBeGreaterThan(holder.token);
+    await lease.release();
+  });
+
+  it("a lost notification (the listening session killed before the release): the waiter still gets the lease by a poll", async () => {
+    const a = app();
+    const backend = postgres(make(a), { table: TABLE, createTable: true });
+    const name = `lost-${crypto.randomUUID()}`;
+    (globalThis as any).DBG = 1; setTimeout(async () => console.log((await admin().query('SELECT application_name, query, state FROM pg_stat_activity')).rows), 1500);
+    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const { seen, onEvent } = attempts();
+    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 300, onEvent }).acquire({
+      timeout: 20_000,
+    });
+    await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
+    const [pid] = await listeners(a.name);
+    await admin().query("SELECT pg_terminate_backend($1)", [pid]);
+    await until(async () => !(await listeners(a.name)).includes(pid!), 10_000, "the session's end");
+    await holder.release();
+    const lease = await waiting;
+    expect(lease.token).toBeGreaterThan(holder.token);
+    expect(seen.at(-1)?.outcome).toBe("granted");
+    await lease.release();
+  });
+});
+
+describe("pg Pool", () => {
+  it("one listening session for every watch of a backend object, closed when the last waiter leaves", async () => {
+    const a = app();
+    const backend = postgres(a.pool(), { table: TABLE, createTable: true });
+    const names = [`one-${crypto.randomUUID()}`, `two-${crypto.randomUUID()}`];
+    const holders = await Promise.all(names.map((name) => createMutex(backend, { name, ttl: 30_000 }).acquire()));
+    const stop = new AbortController();
+    const waits = names.map((name) =>
+      createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 })
+        .acquire({ signal: stop.signal })
+        .catch((e: unknown) => e),
+    );
+    await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
+    // Both listen, announced, on the one session.
+    const announced = async () =>
+      (
+        await admin().query(
+          `SELECT count(*)::int AS n FROM "${TABLE}" WHERE name = ANY($1) AND expires_at > clock_timestamp()`,
+          [names.map((n) => `${n}\u001fwait`)],
+        )
+      ).rows[0].n === 2;
+    await until(announced, 10_000, "both announcements");
+    expect(await listeners(a.name)).toHaveLength(1);
+    // One waiter is served, the other gives up: no session is left listening.
+    await holders[0]!.release();
+    const lease = await waits[0];
+    expect(lease).toMatchObject({ token: expect.any(Number) });
+    expect(await listeners(a.name)).toHaveLength(1); // the other still waits
+    stop.abort();
+    expect(await waits[1]).toBeInstanceOf(Error);
+    await until(async () => (await listeners(a.name)).length === 0, 10_000, "the listening session's end");
+    await (lease as { release(): Promise<void> }).release();
+    await holders[1]!.release();
+  });
+
+  it("the session is opened again after it dropped, and a later release wakes the waiter without a poll", async () => {
+    const a = app();
+    const backend = postgres(a.pool(), { table: TABLE, createTable: true });
+    const name = `again-${crypto.randomUUID()}`;
+    (globalThis as any).DBG = 1;
+    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const { seen, onEvent } = attempts();
+    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000, onEvent }).acquire({
+      timeout: 50_000,
+    });
+    await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
+    const [pid] = await listeners(a.name);
+    await admin().query("SELECT pg_terminate_backend($1)", [pid]);
+    await until(
+      async () => {
+        const now = await listeners(a.name);
+        return now.length === 1 && now[0] !== pid;
+      },
+      15_000,
+      "a new listening session",
+    );
+    // The new session woke the waiter once (a release may have gone by unheard): one more attempt.
+    await until(() => seen.length >= 3, 10_000, "the attempt after the new session");
+    await holder.release();
+    await waiting;
+    expect(seen.map((e) => e.outcome)).toEqual(["taken", "taken", "taken", "granted"]);
+    await (await waiting).release();
+  });
+
+  it("a release notifies only when a waiter announced itself", async () => {
+    const a = app();
+    const backend = postgres(a.pool(), { table: TABLE, createTable: true });
+    const ear = new pg.Client({ connectionString: ctx.url });
+    await ear.connect();
+    closers.push(() => ear.end());
+    const heard: string[] = [];
+    ear.on("notification", (m) => heard.push(m.payload ?? ""));
+    await ear.query("LISTEN leasehold");
+    // Notifications arrive in commit order: the sentinel, sent after the release, comes first
+    // unless the release notified.
+    const sentinel = async (tag: string) => {
+      await admin().query("SELECT pg_notify('leasehold', $1)", [tag]);
+      await until(() => heard.includes(tag), 10_000, `the ${tag} notification`);
+    };
+    const name = `quiet-${crypto.randomUUID()}`;
+    const alone = await createMutex(backend, { name }).acquire();
+    await alone.release();
+    await sentinel("first");
+    expect(heard).toEqual(["first"]);
+
+    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 }).acquire({ timeout: 50_000 });
+    await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
+    await holder.release();
+    await (await waiting).release(); // its release notifies too: its own announcement still lives
+    await sentinel("second");
+    expect(heard.slice(0, 2)).toEqual(["first", `"${TABLE}"\u001f${name}`]);
+  });
+
+  it("a pool of one connection, and a lone Client: no watch (their waiters poll)", async () => {
+    const a = app();
+    expect(capabilities(postgres(a.pool(1))).watch).toBe(false);
+    expect(capabilities(postgres(new pg.Client({ connectionString: ctx.url }))).watch).toBe(false);
+    expect(capabilities(postgres({ query: async () => [] })).watch).toBe(false);
+  });
+});
