@@ -299,7 +299,10 @@ export async function waitFor<L extends Lease>(
   };
   try {
     for (let failures = 0; ; failures++) {
-      let wait = waitDelay(failures, retryDelay);
+      // Listening, the pauses are retryDelay from the first: a release ends them, and the polls
+      // that back the notices up need not start at 25 ms (§19).
+      const heard = listening !== undefined && !listening.signal.aborted;
+      let wait = waitDelay(heard ? Number.POSITIVE_INFINITY : failures, retryDelay);
       woken = false;
       pending = true;
       attempts++;

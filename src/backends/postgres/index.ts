@@ -303,7 +303,7 @@ function statements(t: string) {
     // between two announcers). They hold no lease and no counter; they stay, like counter rows.
     announce:
       `INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) SELECT k || ${WAITING}, '', '', 0, ` +
-      `clock_timestamp() + $2::float8 * interval '1 millisecond' FROM (SELECT jsonb_array_elements_text($1::jsonb) AS k ORDER BY 1) s ` +
+      `clock_timestamp() + $2::float8 * interval '1 millisecond' FROM (SELECT jsonb_array_elements_text($1::text::jsonb) AS k ORDER BY 1) s ` +
       "ON CONFLICT (name) DO UPDATE SET expires_at = greatest(l.expires_at, excluded.expires_at)",
   };
 }
@@ -354,7 +354,9 @@ interface PoolSession {
  */
 function listenerOf(
   client: object,
-): ((notice: (payload: string) => void, again: () => void, lost: () => void) => Promise<Listening>) | undefined {
+):
+  | ((notice: (payload: string) => void, again: () => void, lost: () => void) => Promise<Listening>)
+  | undefined {
   const c = client as Record<string, unknown>;
   if (typeof c.listen === "function") {
     type Listen = (
@@ -385,7 +387,11 @@ function listenerOf(
     };
   }
   const max = (c.options as { max?: unknown } | undefined)?.max;
-  if (typeof c.connect !== "function" || typeof c.totalCount !== "number" || (typeof max === "number" && max < 2))
+  if (
+    typeof c.connect !== "function" ||
+    typeof c.totalCount !== "number" ||
+    (typeof max === "number" && max < 2)
+  )
     return undefined;
   const connect = (c.connect as () => Promise<PoolSession>).bind(client);
   return async (notice, _again, lost) => {
@@ -550,7 +556,11 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     call(sql.announce, [JSON.stringify(keys), String(ANNOUNCED)], signal);
   function listening(): Promise<Listening> {
     if (session) return session;
-    const mine: Promise<Listening> = listener!(notice, () => waiting.wake(), () => session === mine && reopen());
+    const mine: Promise<Listening> = listener!(
+      notice,
+      () => waiting.wake(),
+      () => session === mine && reopen(),
+    );
     session = mine;
     mine.then(
       (l) => session !== mine && l.stop(),
@@ -581,7 +591,10 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     stopReopen();
     stopAnnouncing?.();
     stopAnnouncing = undefined;
-    s?.then((l) => l.stop(), () => {});
+    s?.then(
+      (l) => l.stop(),
+      () => {},
+    );
   }
   function announcing(): void {
     stopAnnouncing = timer(ANNOUNCED / 3, () => {

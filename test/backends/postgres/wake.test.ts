@@ -51,8 +51,21 @@ async function listeners(app: string): Promise<number[]> {
   return rows.map((r: { pid: number }) => r.pid);
 }
 
+/** Whether a waiter announced itself (its watch started) on each of `names`. */
+async function announced(...names: string[]): Promise<boolean> {
+  const { rows } = await admin().query(
+    `SELECT count(*)::int AS n FROM "${TABLE}" WHERE name = ANY($1) AND expires_at > clock_timestamp()`,
+    [names.map((n) => `${n}\u001fwait`)],
+  );
+  return rows[0].n === names.length;
+}
+
 /** Polls `test` every 20 ms until it holds, for at most `ms`. */
-async function until(test: () => Promise<boolean> | boolean, ms = 10_000, what = "the condition"): Promise<void> {
+async function until(
+  test: () => Promise<boolean> | boolean,
+  ms = 10_000,
+  what = "the condition",
+): Promise<void> {
   const end = Date.now() + ms;
   while (!(await test())) {
     if (Date.now() > end) throw new Error(`${what} did not hold within ${ms} ms`);
@@ -67,7 +80,6 @@ function attempts() {
     seen,
     onEvent: (e: LockEvent) => {
       if (e.type === "attempt") seen.push(e);
-      if ((globalThis as any).DBG) console.log(Date.now() % 100000, e.type, (e as any).outcome ?? "", (e as any).code ?? "");
     },
   };
 }
@@ -93,6 +105,8 @@ describe.each(Object.entries(SHAPES))("%s", (_, make) => {
     const waiting = waiter.acquire({ timeout: 50_000 });
     // Refused, listening, refused again at once: then it sleeps up to 60 s unless woken.
     await until(() => seen.length >= 2, 10_000, "two attempts");
+    // It listens (a waiter whose watch failed would be polling from 25 ms on, and fail below).
+    await until(() => announced(name), 10_000, "its announcement");
     expect(seen.map((e) => e.outcome)).toEqual(["taken", "taken"]);
     await holder.release();
     const lease = await waiting;
@@ -105,7 +119,6 @@ describe.each(Object.entries(SHAPES))("%s", (_, make) => {
     const a = app();
     const backend = postgres(make(a), { table: TABLE, createTable: true });
     const name = `lost-${crypto.randomUUID()}`;
-    (globalThis as any).DBG = 1; setTimeout(async () => console.log((await admin().query('SELECT application_name, query, state FROM pg_stat_activity')).rows), 1500);
     const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
     const { seen, onEvent } = attempts();
     const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 300, onEvent }).acquire({
@@ -128,7 +141,9 @@ describe("pg Pool", () => {
     const a = app();
     const backend = postgres(a.pool(), { table: TABLE, createTable: true });
     const names = [`one-${crypto.randomUUID()}`, `two-${crypto.randomUUID()}`];
-    const holders = await Promise.all(names.map((name) => createMutex(backend, { name, ttl: 30_000 }).acquire()));
+    const holders = await Promise.all(
+      names.map((name) => createMutex(backend, { name, ttl: 30_000 }).acquire()),
+    );
     const stop = new AbortController();
     const waits = names.map((name) =>
       createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 })
@@ -137,14 +152,7 @@ describe("pg Pool", () => {
     );
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
     // Both listen, announced, on the one session.
-    const announced = async () =>
-      (
-        await admin().query(
-          `SELECT count(*)::int AS n FROM "${TABLE}" WHERE name = ANY($1) AND expires_at > clock_timestamp()`,
-          [names.map((n) => `${n}\u001fwait`)],
-        )
-      ).rows[0].n === 2;
-    await until(announced, 10_000, "both announcements");
+    await until(() => announced(...names), 10_000, "both announcements");
     expect(await listeners(a.name)).toHaveLength(1);
     // One waiter is served, the other gives up: no session is left listening.
     await holders[0]!.release();
@@ -162,7 +170,6 @@ describe("pg Pool", () => {
     const a = app();
     const backend = postgres(a.pool(), { table: TABLE, createTable: true });
     const name = `again-${crypto.randomUUID()}`;
-    (globalThis as any).DBG = 1;
     const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
     const { seen, onEvent } = attempts();
     const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000, onEvent }).acquire({
@@ -209,7 +216,9 @@ describe("pg Pool", () => {
     expect(heard).toEqual(["first"]);
 
     const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
-    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 }).acquire({ timeout: 50_000 });
+    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 }).acquire({
+      timeout: 50_000,
+    });
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
     await holder.release();
     await (await waiting).release(); // its release notifies too: its own announcement still lives
