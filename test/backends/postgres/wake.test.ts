@@ -11,6 +11,12 @@ import { capabilities, createMutex, type LockEvent } from "../../../src/index.ts
 import { ctx } from "./clients.ts";
 
 const TABLE = "leasehold_wake";
+/**
+ * The leases' ttl: a waiting writer polls at least every ttl / 2 (docs/DESIGN.md §18), so at
+ * 120 s and retryDelay 60 s its pauses last 36 s or more: a waiter served within its 20 s
+ * timeout was woken, not polled.
+ */
+const LONG = 120_000;
 const closers: (() => Promise<unknown>)[] = [];
 afterEach(async () => {
   for (const close of closers.splice(0).reverse()) await close().catch(() => {});
@@ -99,10 +105,10 @@ describe.each(Object.entries(SHAPES))("%s", (_, make) => {
     const backend = postgres(make(a), { table: TABLE, createTable: true });
     expect(capabilities(backend).watch).toBe(true);
     const name = `handed-${crypto.randomUUID()}`;
-    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
     const { seen, onEvent } = attempts();
-    const waiter = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000, onEvent });
-    const waiting = waiter.acquire({ timeout: 50_000 });
+    const waiter = createMutex(backend, { name, ttl: LONG, retryDelay: 60_000, onEvent });
+    const waiting = waiter.acquire({ timeout: 20_000 });
     // Refused, listening, refused again at once: then it sleeps up to 60 s unless woken.
     await until(() => seen.length >= 2, 10_000, "two attempts");
     // It listens (a waiter whose watch failed would be polling from 25 ms on, and fail below).
@@ -119,9 +125,9 @@ describe.each(Object.entries(SHAPES))("%s", (_, make) => {
     const a = app();
     const backend = postgres(make(a), { table: TABLE, createTable: true });
     const name = `lost-${crypto.randomUUID()}`;
-    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
     const { seen, onEvent } = attempts();
-    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 300, onEvent }).acquire({
+    const waiting = createMutex(backend, { name, ttl: LONG, retryDelay: 300, onEvent }).acquire({
       timeout: 20_000,
     });
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
@@ -142,12 +148,12 @@ describe("pg Pool", () => {
     const backend = postgres(a.pool(), { table: TABLE, createTable: true });
     const names = [`one-${crypto.randomUUID()}`, `two-${crypto.randomUUID()}`];
     const holders = await Promise.all(
-      names.map((name) => createMutex(backend, { name, ttl: 30_000 }).acquire()),
+      names.map((name) => createMutex(backend, { name, ttl: LONG }).acquire()),
     );
     const stop = new AbortController();
     const waits = names.map((name) =>
-      createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 })
-        .acquire({ signal: stop.signal })
+      createMutex(backend, { name, ttl: LONG, retryDelay: 60_000 })
+        .acquire({ signal: stop.signal, timeout: 20_000 })
         .catch((e: unknown) => e),
     );
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
@@ -170,10 +176,10 @@ describe("pg Pool", () => {
     const a = app();
     const backend = postgres(a.pool(), { table: TABLE, createTable: true });
     const name = `again-${crypto.randomUUID()}`;
-    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
+    const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
     const { seen, onEvent } = attempts();
-    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000, onEvent }).acquire({
-      timeout: 50_000,
+    const waiting = createMutex(backend, { name, ttl: LONG, retryDelay: 60_000, onEvent }).acquire({
+      timeout: 20_000,
     });
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
     const [pid] = await listeners(a.name);
@@ -215,9 +221,9 @@ describe("pg Pool", () => {
     await sentinel("first");
     expect(heard).toEqual(["first"]);
 
-    const holder = await createMutex(backend, { name, ttl: 30_000 }).acquire();
-    const waiting = createMutex(backend, { name, ttl: 30_000, retryDelay: 60_000 }).acquire({
-      timeout: 50_000,
+    const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
+    const waiting = createMutex(backend, { name, ttl: LONG, retryDelay: 60_000 }).acquire({
+      timeout: 20_000,
     });
     await until(async () => (await listeners(a.name)).length === 1, 10_000, "a listening session");
     await holder.release();
