@@ -32,12 +32,14 @@ async function waitFor(mutex: Mutex, ms: number): Promise<void> {
 const gapsOf = (times: number[]) => times.slice(1).map((t, i) => t - times[i]!);
 
 describe("acquire: waiting, timeout, abort", () => {
+  // A store that polls (no watch): a listening waiter pauses retryDelay from the first (§19).
   const taken = (retryAfter?: number, times: number[] = []) =>
     backendWith({
       acquire: async () => {
         times.push(t0());
         return retryAfter === undefined ? { ok: false } : { ok: false, retryAfter };
       },
+      watch: undefined,
     });
 
   it("rejects with LockTimeoutError at the timeout, without sleeping after giving up", async () => {
@@ -80,6 +82,21 @@ describe("acquire: waiting, timeout, abort", () => {
         expect(Math.abs(g - expected[i]!)).toBeLessThanOrEqual(1);
       expect(Math.max(...gaps)).toBeLessThanOrEqual(300 + 1);
     }
+  });
+
+  it("listening for releases (a store with watch), pauses retryDelay from the first, after the attempt at once", async () => {
+    vi.spyOn(Math, "random").mockReturnValue(0.999999);
+    const times: number[] = [];
+    const store = memory();
+    const mutex = createMutex(
+      { ...store, acquire: async () => (times.push(t0()), { ok: false }) },
+      { name: "l", retryDelay: 300 },
+    );
+    await waitFor(mutex, 1_000);
+    const gaps = gapsOf(times);
+    expect(gaps[0]).toBeLessThanOrEqual(1); // listening, then at once
+    for (const g of gaps.slice(1)) expect(Math.abs(g - 300)).toBeLessThanOrEqual(1);
+    expect(gaps.length).toBeGreaterThanOrEqual(3);
   });
 
   it("sleeps no longer than the holder's remaining time when the backend reports it", async () => {
