@@ -4,7 +4,7 @@
 // - hand-over: a holder releases while one waiter waits (retryDelay 2 000 ms, listening since its
 //   first refusal); the time from the release call to the waiter's lease, median of ROUNDS;
 // - contention: 16 contenders loop acquire() → release() on one name for SECONDS; acquisitions
-//   per second.
+//   per second, hand-overs (the holder changed) per second, retried failures per second.
 // Standalone: `npx tsx bench/handover-pg-kv.ts` (BENCH_QUICK=1 for a short run).
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -46,21 +46,34 @@ async function handover(backend: Backend): Promise<number> {
   return ms;
 }
 
-async function contention(backend: Backend): Promise<number> {
+/** Acquisitions, hand-overs (the holder changed) and retryable failures, per second. */
+async function contention(
+  backend: Backend,
+): Promise<{ acquisitions: number; handovers: number; failures: number }> {
   const name = `contention-${crypto.randomUUID()}`;
   const end = performance.now() + SECONDS * 1_000;
-  let n = 0;
+  let acquisitions = 0;
+  let handovers = 0;
+  let failures = 0;
+  let last = -1;
   await Promise.all(
-    Array.from({ length: 16 }, async () => {
+    Array.from({ length: 16 }, async (_, i) => {
       const m = createMutex(backend, { name, ttl: 10_000, retryDelay: RETRY });
+      const onError = () => failures++;
       while (performance.now() < end) {
-        const lease = await m.acquire({ timeout: 30_000 });
-        n++;
+        const lease = await m.acquire({ timeout: 30_000, onError });
+        acquisitions++;
+        if (last !== i) handovers++;
+        last = i;
         await lease.release();
       }
     }),
   );
-  return n / SECONDS;
+  return {
+    acquisitions: acquisitions / SECONDS,
+    handovers: handovers / SECONDS,
+    failures: failures / SECONDS,
+  };
 }
 
 async function measure(label: string, backend: Backend): Promise<void> {
@@ -71,9 +84,10 @@ async function measure(label: string, backend: Backend): Promise<void> {
     const times: number[] = [];
     for (let i = 0; i < ROUNDS; i++) times.push(await handover(b));
     const s = summarize(times);
-    const rate = await contention(b);
+    const c = await contention(b);
     console.log(
-      `${label.padEnd(22)} ${mode.padEnd(8)} hand-over median ${s.median.toFixed(1)} ms (p90 ${s.p90.toFixed(1)}, n ${times.length}); 16 contenders: ${rate.toFixed(1)} acquisitions/s`,
+      `${label.padEnd(24)} ${mode.padEnd(8)} hand-over median ${s.median.toFixed(1)} ms (p90 ${s.p90.toFixed(1)}, n ${times.length}); ` +
+        `16 contenders: ${c.acquisitions.toFixed(1)} acquisitions/s, ${c.handovers.toFixed(1)} hand-overs/s, ${c.failures.toFixed(1)} retried failures/s`,
     );
   }
 }

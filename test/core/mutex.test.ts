@@ -89,7 +89,13 @@ describe("acquire: waiting, timeout, abort", () => {
     const times: number[] = [];
     const store = memory();
     const mutex = createMutex(
-      { ...store, acquire: async () => (times.push(t0()), { ok: false }) },
+      {
+        ...store,
+        acquire: async () => {
+          times.push(t0());
+          return { ok: false };
+        },
+      },
       { name: "l", retryDelay: 300 },
     );
     await waitFor(mutex, 1_000);

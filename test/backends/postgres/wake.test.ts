@@ -8,7 +8,11 @@ import postgresJs from "postgres";
 import { afterEach, describe, expect, it } from "vitest";
 import { postgres } from "../../../src/backends/postgres/index.ts";
 import { capabilities, createMutex, type LockEvent } from "../../../src/index.ts";
+import { registerSecret } from "../../harness/secrets.ts";
 import { ctx } from "./clients.ts";
+
+const COLUMNS =
+  "(name text PRIMARY KEY, owner text NOT NULL, nonce text NOT NULL, fence bigint NOT NULL, expires_at timestamptz NOT NULL)";
 
 const TABLE = "leasehold_wake";
 /**
@@ -230,6 +234,31 @@ describe("pg Pool", () => {
     await (await waiting).release(); // its release notifies too: its own announcement still lives
     await sentinel("second");
     expect(heard.slice(0, 2)).toEqual(["first", `"${TABLE}"\u001f${name}`]);
+  });
+
+  it("a role with only the privileges docs/backends/postgres.md lists (SELECT, INSERT, UPDATE) listens, announces and notifies", async () => {
+    const role = `lh_${crypto.randomUUID().replaceAll("-", "")}`;
+    const password = crypto.randomUUID();
+    registerSecret(password);
+    await admin().query(`CREATE TABLE IF NOT EXISTS "${TABLE}" ${COLUMNS}`);
+    await admin().query(`CREATE ROLE ${role} LOGIN PASSWORD '${password}'`);
+    closers.push(() => admin().query(`DROP OWNED BY ${role}; DROP ROLE ${role}`));
+    await admin().query(`GRANT SELECT, INSERT, UPDATE ON "${TABLE}" TO ${role}`);
+    const url = new URL(ctx.url);
+    url.username = role;
+    url.password = password;
+    const a = app();
+    const pool = new pg.Pool({ connectionString: url.href, max: 5, application_name: a.name });
+    closers.push(() => pool.end());
+    const backend = postgres(pool, { table: TABLE });
+    const name = `role-${crypto.randomUUID()}`;
+    const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
+    const waiting = createMutex(backend, { name, ttl: LONG, retryDelay: 60_000 }).acquire({
+      timeout: 20_000,
+    });
+    await until(() => announced(name), 10_000, "its announcement");
+    await holder.release();
+    await (await waiting).release();
   });
 
   it("a pool of one connection, and a lone Client: no watch (their waiters poll)", async () => {
