@@ -59,7 +59,8 @@ const ATTEMPTS = 5;
  *
  * @param kv A `Deno.Kv` (`await Deno.openKv()`), or `@deno/kv`'s `openKv()` on Node and Bun.
  * @param options The key `prefix`.
- * @returns A backend named `"deno-kv"` with `expiry: "observed"`, no ttl bounds of its own.
+ * @returns A backend named `"deno-kv"` with `expiry: "observed"`, no ttl bounds of its own; with
+ *   `watch` (a waiter woken when the key is freed, docs/DESIGN.md §19) when `kv` has `watch`.
  * @throws {TypeError} When `kv` is not a Deno KV database or the prefix is not a key.
  */
 export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {

@@ -14,6 +14,10 @@
  * and break on pooled and HTTP drivers. Shared mode (readers and writers, docs/DESIGN.md §18) uses
  * the same row: held shared, it lists the live readers and the writer marked waiting.
  *
+ * A waiting acquire listens for the release (`LISTEN`/`NOTIFY` on one session per backend object;
+ * docs/DESIGN.md §19) over a pg Pool, postgres.js or Bun's SQL; a release notifies only while a
+ * waiter announced itself on the name.
+ *
  * The table: create it with the migration SQL in docs/backends/postgres.md, or pass
  * `createTable: true` to run `CREATE TABLE IF NOT EXISTS` before the first operation.
  *
@@ -458,7 +462,9 @@ const TRANSIENT = /^(08|53|57P0[1-4]|40001|40P01|55P03|58)/;
  *   leasehold runs single statements, outside any transaction of yours. It never connects, ends
  *   or configures the client.
  * @param options The `table` and `schema`, and whether to `createTable`.
- * @returns A backend named `"postgres"` with no ttl bounds of its own.
+ * @returns A backend named `"postgres"` with no ttl bounds of its own; with `watch` (a waiter
+ *   woken by LISTEN/NOTIFY, docs/DESIGN.md §19) over a pg Pool of 2 connections or more,
+ *   postgres.js or Bun's SQL.
  * @throws {TypeError} When the client has none of the accepted shapes, or `table` or `schema` is
  *   not a plain identifier.
  *
