@@ -3,6 +3,7 @@
 // session killed with pg_terminate_backend) leaves it to its polls; the listening session is one
 // per backend object and closes with the last watch; a release nobody waits for notifies nobody.
 // Each test makes its own clients with an application_name of its own, to count their sessions.
+import { spawnSync } from "node:child_process";
 import pg from "pg";
 import postgresJs from "postgres";
 import { afterEach, describe, expect, it } from "vitest";
@@ -268,3 +269,15 @@ describe("pg Pool", () => {
     expect(capabilities(postgres({ query: async () => [] })).watch).toBe(false);
   });
 });
+
+it("Bun's SQL listens too: a waiter under Bun is handed the lock without a poll (test/harness/fixtures/bun-pg-wake.ts)", () => {
+  const r = spawnSync("node_modules/.bin/bun", ["run", "test/harness/fixtures/bun-pg-wake.ts"], {
+    encoding: "utf8",
+    env: { ...process.env, POSTGRES_URL: ctx.url },
+    timeout: 60_000,
+  });
+  const line = r.stdout.split("\n").find((l) => l.startsWith("{"));
+  expect(line, r.stderr.slice(-2_000)).toBeDefined();
+  expect(JSON.parse(line!)).toEqual({ ok: true, attempts: ["taken", "taken", "granted"] });
+  expect(r.status).toBe(0);
+}, 70_000);
