@@ -558,6 +558,9 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
   let backoff = 0;
   let stopReopen = () => {};
   let stopAnnouncing: (() => void) | undefined;
+  // Each watched key's announcement, made by its first watch and awaited by the others: a waiter
+  // that joins the waiters of a key writes nothing.
+  const announced = new Map<string, Promise<unknown>>();
   const announce = (keys: string[], signal?: AbortSignal) =>
     call(sql.announce, [JSON.stringify(keys), String(ANNOUNCED)], signal);
   function listening(): Promise<Listening> {
@@ -589,7 +592,8 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     });
   }
   /** The last watch ended: the session closes, the announcements stop being renewed (they lapse). */
-  function quiet(): void {
+  function quiet(key: string): void {
+    announced.delete(key);
     if (waiting.size > 0) return;
     const s = session;
     session = undefined;
@@ -614,7 +618,14 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     try {
       // Listening first: a release that sees the announcement is heard.
       await abortableCall(listening(), signal, driverError);
-      await announce([key], signal);
+      let made = announced.get(key);
+      if (!made) {
+        const mine = announce([key]);
+        made = mine;
+        announced.set(key, mine);
+        mine.catch(() => announced.get(key) === mine && announced.delete(key));
+      }
+      await abortableCall(made, signal, driverError);
     } catch (error) {
       leave();
       throw error;
