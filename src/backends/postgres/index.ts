@@ -296,15 +296,18 @@ function statements(t: string) {
       "WHERE key <> '' AND (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
-    // which keep their own counter, nor counter rows) are deleted: they hold no counter (acquireFire).
+    // which keep their own counter, nor counter rows) are deleted: they hold no counter
+    // (acquireFire); so are the lapsed announcements of their waiters (§19), `b` the key of each.
     complete:
-      `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM ${t} WHERE left(name, length($4)) = $4 ` +
-      `AND substr(name, length($4) + 1) ~ '${FIRE_TAIL}' AND name !~ ':permit:[0-9]+$' AND strpos(name, chr(31)) = 0 AND name <> $1 ` +
+      `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM (SELECT name, expires_at, ` +
+      `regexp_replace(name, ${WAITING} || '$', '') AS b FROM ${t} WHERE left(name, length($4)) = $4) x ` +
+      `WHERE substr(b, length($4) + 1) ~ '${FIRE_TAIL}' AND b !~ ':permit:[0-9]+$' AND strpos(b, chr(31)) = 0 AND b <> $1 ` +
       "AND expires_at <= clock_timestamp() LIMIT 64)) " +
       `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n${notify}`,
     // A waiter announces itself (§19): the rows `<key> U+001F wait` of the keys in the JSON array
     // $1 live $2 ms from now (or longer, if they already do), in the keys' order (no deadlock
-    // between two announcers). They hold no lease and no counter; they stay, like counter rows.
+    // between two announcers). They hold no lease and no counter; they stay, like counter rows,
+    // but for a fire's key's (complete sweeps them).
     announce:
       `INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) SELECT k || ${WAITING}, '', '', 0, ` +
       `clock_timestamp() + $2::float8 * interval '1 millisecond' FROM (SELECT jsonb_array_elements_text($1::text::jsonb) AS k ORDER BY 1) s ` +

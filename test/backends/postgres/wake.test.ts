@@ -262,6 +262,30 @@ describe("pg Pool", () => {
     await (await waiting).release();
   });
 
+  it("the lapsed announcements on fires' keys are swept with the fires' rows (no row left per fire)", async () => {
+    const backend = postgres(app().pool(), { table: TABLE, createTable: true });
+    const name = `sweep-${crypto.randomUUID()}`;
+    const hashed = `${name}:fire@${"AB".repeat(32)}`;
+    const fire = async (key: string, retain: number) => {
+      const nonce = crypto.randomUUID();
+      expect((await backend.acquire({ key, owner: "o", nonce, ttl: 10_000 })).ok).toBe(true);
+      expect(await backend.complete!({ key, nonce, retain })).toBe(true);
+    };
+    await fire(`${name}:fire:1`, 1);
+    await fire(hashed, 1);
+    // Announcements of standbys that waited on those fires, lapsed.
+    await admin().query(
+      `INSERT INTO "${TABLE}" SELECT k || chr(31) || 'wait', '', '', 0, clock_timestamp() FROM unnest($1::text[]) k`,
+      [[`${name}:fire:1`, hashed]],
+    );
+    await new Promise((r) => setTimeout(r, 20));
+    await fire(`${name}:fire:2`, 60_000);
+    const { rows } = await admin().query(`SELECT name FROM "${TABLE}" WHERE left(name, length($1)) = $1`, [
+      `${name}:fire`,
+    ]);
+    expect(rows.map((r: { name: string }) => r.name)).toEqual([`${name}:fire:2`]);
+  });
+
   it("a pool of one connection, and a lone Client: no watch (their waiters poll)", async () => {
     const a = app();
     expect(capabilities(postgres(a.pool(1))).watch).toBe(false);
