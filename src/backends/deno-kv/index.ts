@@ -39,6 +39,7 @@ import { BackendError, fenceExhausted } from "../../errors.ts";
 import { check } from "../../options.ts";
 import { abortable } from "../../signals.ts";
 import { counterOf } from "../../slots.ts";
+import { wakes } from "../shared/wakes.ts";
 import type { KvAtomicLike, KvEntryLike, KvKey, KvLike } from "./kv.ts";
 import { foreign, type LeaseRecord, leaseOf, NAME, recordWriter, WHERE } from "./record.ts";
 
@@ -58,7 +59,8 @@ const ATTEMPTS = 5;
  *
  * @param kv A `Deno.Kv` (`await Deno.openKv()`), or `@deno/kv`'s `openKv()` on Node and Bun.
  * @param options The key `prefix`.
- * @returns A backend named `"deno-kv"` with `expiry: "observed"`, no ttl bounds of its own.
+ * @returns A backend named `"deno-kv"` with `expiry: "observed"`, no ttl bounds of its own; with
+ *   `watch` (a waiter woken when the key is freed, docs/DESIGN.md §19) when `kv` has `watch`.
  * @throws {TypeError} When `kv` is not a Deno KV database or the prefix is not a key.
  */
 export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
@@ -246,9 +248,69 @@ export function denoKv(kv: KvLike, options: DenoKvOptions = {}): Backend {
     });
   }
 
+  // Wake on release (docs/DESIGN.md §19): one watch stream per watched key, shared by its
+  // waiters in this backend object and cancelled when the last leaves. A change to a free entry
+  // (deleted, or a completed fire's record) wakes them; a renewal or a takeover does not. A
+  // stream that fails or ends leaves its waiters to their polls.
+  const waiting = wakes();
+  const streams = new Map<string, () => void>();
+  /** Whether `entry` is free to take, or a fire's record (either ends a wait). */
+  const freed = (entry: KvEntryLike | undefined): boolean => {
+    if (!entry || entry.versionstamp === null) return true;
+    try {
+      const held = live(entry);
+      return held === null || held.done !== undefined;
+    } catch {
+      return true; // not a record of ours: let the waiter look
+    }
+  };
+  function follow(key: string): void {
+    if (streams.has(key)) return;
+    const reader = kv.watch!([lockKey(key)], { raw: true }).getReader();
+    const stop = () => {
+      if (streams.get(key) === stop) streams.delete(key);
+      reader.cancel().catch(() => {});
+    };
+    streams.set(key, stop);
+    (async () => {
+      let last: string | null | undefined;
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done || streams.get(key) !== stop) break;
+          const entry = value?.[0];
+          const stamp = entry?.versionstamp ?? null;
+          if (stamp === last) continue;
+          last = stamp;
+          if (freed(entry)) waiting.wake(key);
+        }
+      } catch {
+        // The stream failed (the database closed, a remote store's connection lost): its
+        // waiters poll.
+      }
+      if (streams.get(key) === stop) streams.delete(key);
+    })();
+  }
+  const watch: Backend["watch"] = async (key, wake, signal) => {
+    signal.throwIfAborted();
+    const leave = waiting.add(key, wake, signal, (k) => streams.get(k)?.());
+    try {
+      follow(key);
+    } catch (error) {
+      leave();
+      const message = error instanceof Error ? error.message : String(error);
+      throw new BackendError(`watch ${JSON.stringify(key)} failed: ${message}`, {
+        backend: NAME,
+        retryable: true,
+        cause: error,
+      });
+    }
+  };
+
   return {
     name: NAME,
     expiry: "observed",
+    ...(typeof kv.watch === "function" ? { watch } : {}),
 
     async acquire({ key, owner, nonce, ttl, signal, takeover }): Promise<AcquireResult> {
       return loop(key, signal, async (lock, fence) => {

@@ -31,4 +31,10 @@ export interface KvLike {
   getMany(keys: KvKey[], options?: { consistency?: "strong" | "eventual" }): Promise<KvEntryLike[]>;
   /** Starts an atomic operation. */
   atomic(): KvAtomicLike;
+  /**
+   * Optional: a stream of the keys' entries, each time one changes (`raw`: also when written
+   * unchanged; Deno's and `@deno/kv`'s stores first send the entries as they are). Used to wake
+   * waiters on release (docs/DESIGN.md §19); without it they poll.
+   */
+  watch?(keys: KvKey[], options?: { raw?: boolean }): ReadableStream<KvEntryLike[]>;
 }

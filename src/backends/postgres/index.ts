@@ -14,6 +14,10 @@
  * and break on pooled and HTTP drivers. Shared mode (readers and writers, docs/DESIGN.md §18) uses
  * the same row: held shared, it lists the live readers and the writer marked waiting.
  *
+ * A waiting acquire listens for the release (`LISTEN`/`NOTIFY` on one session per backend object;
+ * docs/DESIGN.md §19) over a pg Pool, postgres.js or Bun's SQL; a release notifies only while a
+ * waiter announced itself on the name.
+ *
  * The table: create it with the migration SQL in docs/backends/postgres.md, or pass
  * `createTable: true` to run `CREATE TABLE IF NOT EXISTS` before the first operation.
  *
@@ -34,8 +38,10 @@ import { BackendError } from "../../errors.ts";
 import { check, fail } from "../../options.ts";
 import { RACED } from "../../signals.ts";
 import { counterOf } from "../../slots.ts";
+import { timer } from "../../time.ts";
 import { abortableCall, malformed as malformedReply, permissionFix } from "../shared/errors.ts";
 import { cleaner, secretsIn } from "../shared/redact.ts";
+import { wakes } from "../shared/wakes.ts";
 
 /** Any function: the drivers' own signatures are many and overloaded. */
 export type Method = (...args: never) => unknown;
@@ -89,6 +95,18 @@ const DONE = "|";
  * control character, so no lock's row can have this name.
  */
 const COUNTER = "\u001ffence";
+
+/** The channel every release a waiter announced itself for is notified on (docs/DESIGN.md §19). */
+const CHANNEL = "leasehold";
+
+/**
+ * Appended to a key (as SQL) for the name of the row by which its waiters announce themselves
+ * (§19): live while one listens, so that its releases notify. No lock's row can have this name.
+ */
+const WAITING = "chr(31) || 'wait'";
+
+/** How long an announcement lasts, in ms; the watches renew theirs every third of it. */
+const ANNOUNCED = 60_000;
 
 /** A fire key's suffix after `<name>:fire` (src/slots.ts counterOf), for the sweep of expired fire rows. */
 const FIRE_TAIL = "^(:.+|@[0-9A-F]{64})$";
@@ -146,6 +164,17 @@ function sharedRow({
  * bigint (a string, a BigInt or a number) and text reads the same in all of them.
  */
 function statements(t: string) {
+  /**
+   * Wake on release (docs/DESIGN.md §19): a column that notifies the channel with the payload
+   * `<t> U+001F <name $1>` (just `<t>` if that would pass NOTIFY's 8000 bytes: every waiter of the
+   * table wakes) when a waiter announced itself on $1 (its row `$1 U+001F wait` is live), and
+   * only then: NOTIFY takes a lock at commit that serialises every notifying commit of the
+   * database, which a release nobody waits for does not pay. Sent at commit, never on a rollback.
+   */
+  const payload = `'${t}' || chr(31) || $1`;
+  const notify =
+    `, CASE WHEN EXISTS (SELECT 1 FROM ${t} w WHERE w.name = $1 || ${WAITING} AND w.expires_at > clock_timestamp()) ` +
+    `THEN pg_notify('${CHANNEL}', CASE WHEN octet_length(${payload}) < 8000 THEN ${payload} ELSE '${t}' END)::text END AS w`;
   /**
    * What an acquire answers after the insert `taken`: its fence when granted; else the name's row
    * (`where`: which rows count) as 'taken' with the holder's ms left, or 'done' with a completed
@@ -249,9 +278,9 @@ function statements(t: string) {
         mark: "CASE WHEN r.waiting -> '' ->> 1 = $2::text THEN '{}'::jsonb ELSE r.waiting END",
         gone: "coalesce(s.old -> $2::text ->> 2, s.old -> '' ->> 2, '')",
       }) +
-      ` WHERE ${readerOf("(owner::jsonb -> $2::text) IS NOT NULL OR owner::jsonb -> '' ->> 1 = $2::text")} RETURNING fence::text AS n`,
+      ` WHERE ${readerOf("(owner::jsonb -> $2::text) IS NOT NULL OR owner::jsonb -> '' ->> 1 = $2::text")} RETURNING fence::text AS n${notify}`,
     renew: `UPDATE ${t} SET expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
-    release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n`,
+    release: `UPDATE ${t} SET nonce = '', expires_at = clock_timestamp() WHERE name = $1 AND nonce = $2 RETURNING fence::text AS n${notify}`,
     // The row's fence is both the lease's token and the name's counter: raising it raises both;
     // the counter row $4 (a fire's mutex name's, or the name's own), if any, is raised with it.
     raise:
@@ -268,12 +297,22 @@ function statements(t: string) {
       "WHERE key <> '' AND (value ->> 0)::int8 > now ORDER BY (value ->> 1)::int8 DESC LIMIT 1)",
     // The holder's live lease becomes the record of its completed fire, for retain ms ($3); up to
     // 64 expired rows of fires of the same mutex name ($4: the name and ":fire"; not slot keys,
-    // which keep their own counter, nor counter rows) are deleted: they hold no counter (acquireFire).
+    // which keep their own counter, nor counter rows) are deleted: they hold no counter
+    // (acquireFire); so are the lapsed announcements of their waiters (§19), `b` the key of each.
     complete:
-      `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM ${t} WHERE left(name, length($4)) = $4 ` +
-      `AND substr(name, length($4) + 1) ~ '${FIRE_TAIL}' AND name !~ ':permit:[0-9]+$' AND strpos(name, chr(31)) = 0 AND name <> $1 ` +
+      `WITH swept AS (DELETE FROM ${t} WHERE name IN (SELECT name FROM (SELECT name, expires_at, ` +
+      `regexp_replace(name, ${WAITING} || '$', '') AS b FROM ${t} WHERE left(name, length($4)) = $4) x ` +
+      `WHERE substr(b, length($4) + 1) ~ '${FIRE_TAIL}' AND b !~ ':permit:[0-9]+$' AND strpos(b, chr(31)) = 0 AND b <> $1 ` +
       "AND expires_at <= clock_timestamp() LIMIT 64)) " +
-      `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n`,
+      `UPDATE ${t} SET nonce = '${DONE}', expires_at = ${UNTIL.replace("$4", "$3")} WHERE name = $1 AND nonce = $2 AND expires_at > clock_timestamp() RETURNING fence::text AS n${notify}`,
+    // A waiter announces itself (§19): the rows `<key> U+001F wait` of the keys in the JSON array
+    // $1 live $2 ms from now (or longer, if they already do), in the keys' order (no deadlock
+    // between two announcers). They hold no lease and no counter; they stay, like counter rows,
+    // but for a fire's key's (complete sweeps them).
+    announce:
+      `INSERT INTO ${t} AS l (name, owner, nonce, fence, expires_at) SELECT k || ${WAITING}, '', '', 0, ` +
+      `clock_timestamp() + $2::float8 * interval '1 millisecond' FROM (SELECT jsonb_array_elements_text($1::text::jsonb) AS k ORDER BY 1) s ` +
+      "ON CONFLICT (name) DO UPDATE SET expires_at = greatest(l.expires_at, excluded.expires_at)",
   };
 }
 
@@ -297,6 +336,103 @@ function shapeOf(client: unknown): Query | null {
     }
   }
   return null;
+}
+
+/** A session listening on {@link CHANNEL}; `stop` ends it (idempotent). */
+interface Listening {
+  stop(): void;
+}
+
+/** The part of a pg Pool's client that listening uses. */
+interface PoolSession {
+  query(text: string): Promise<unknown>;
+  on(event: string, fn: (message: { channel?: string; payload?: string }) => void): unknown;
+  release(destroy: boolean): void;
+}
+
+/**
+ * How `client` can listen (docs/DESIGN.md §19), or undefined when it cannot. `listen(channel,
+ * fn, onlisten)`: postgres.js and Bun's SQL, on a connection of their own they keep, reconnect
+ * and listen again on (`again` is called then: a release may have gone by unheard). A pg Pool:
+ * a session of its own from `connect()`, held while listening and then closed, not given back
+ * (its LISTEN goes with it); `lost` is called when it drops. A pool of at most one connection
+ * would be taken whole, a lone pg Client is the user's one session (which leasehold does not
+ * change, and cannot portably open a second one like), a bare `query` has no session: none
+ * listens, and their waiters poll.
+ */
+function listenerOf(
+  client: object,
+):
+  | ((notice: (payload: string) => void, again: () => void, lost: () => void) => Promise<Listening>)
+  | undefined {
+  const c = client as Record<string, unknown>;
+  if (typeof c.listen === "function") {
+    type Listen = (
+      channel: string,
+      fn: (payload: string) => void,
+      onlisten: () => void,
+    ) => Promise<{ unlisten(): Promise<unknown> }>;
+    const listen = (c.listen as Listen).bind(client);
+    return async (notice, again) => {
+      let first = true;
+      // postgres.js 3.4 listens again after a reconnect under a new registration, which the
+      // first's unlisten does not remove: once stopped, this one's callbacks do nothing.
+      let stopped = false;
+      const sub = await listen(
+        CHANNEL,
+        (payload) => stopped || notice(String(payload ?? "")),
+        () => {
+          if (!first && !stopped) again();
+          first = false;
+        },
+      );
+      return {
+        stop: () => {
+          if (!stopped) Promise.resolve(sub.unlisten()).catch(() => {});
+          stopped = true;
+        },
+      };
+    };
+  }
+  const max = (c.options as { max?: unknown } | undefined)?.max;
+  if (
+    typeof c.connect !== "function" ||
+    typeof c.totalCount !== "number" ||
+    (typeof max === "number" && max < 2)
+  )
+    return undefined;
+  const connect = (c.connect as () => Promise<PoolSession>).bind(client);
+  return async (notice, _again, lost) => {
+    const session = await connect();
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      try {
+        session.release(true);
+      } catch {
+        // Already given back: nothing to close.
+      }
+    };
+    // Every error of this session is handled here (an unhandled one would end the process).
+    const dropped = () => {
+      if (ended) return;
+      end();
+      lost();
+    };
+    session.on("error", dropped);
+    session.on("end", dropped);
+    session.on("notification", (m) => {
+      if (m.channel === CHANNEL) notice(m.payload ?? "");
+    });
+    try {
+      await session.query(`LISTEN ${CHANNEL}`);
+    } catch (error) {
+      end();
+      throw error;
+    }
+    return { stop: end };
+  };
 }
 
 /** The passwords and connection strings a driver's options hold, to keep them out of messages. */
@@ -330,7 +466,9 @@ const TRANSIENT = /^(08|53|57P0[1-4]|40001|40P01|55P03|58)/;
  *   leasehold runs single statements, outside any transaction of yours. It never connects, ends
  *   or configures the client.
  * @param options The `table` and `schema`, and whether to `createTable`.
- * @returns A backend named `"postgres"` with no ttl bounds of its own.
+ * @returns A backend named `"postgres"` with no ttl bounds of its own; with `watch` (a waiter
+ *   woken by LISTEN/NOTIFY, docs/DESIGN.md §19) over a pg Pool of 2 connections or more,
+ *   postgres.js or Bun's SQL.
  * @throws {TypeError} When the client has none of the accepted shapes, or `table` or `schema` is
  *   not a plain identifier.
  *
@@ -410,6 +548,95 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
     return abortableCall(run(text, params), signal, driverError);
   }
 
+  // Wake on release (docs/DESIGN.md §19): one session listens for every watch of this backend
+  // object, opened with the first and closed with the last; a pg session that drops is opened
+  // again while watches last (after 1 s, doubling to 30 s), and wakes every waiter once it is.
+  const listener = listenerOf(client);
+  const waiting = wakes();
+  const prefix = `${qualified}\u001f`;
+  const notice = (payload: string) => {
+    if (payload === qualified) waiting.wake();
+    else if (payload.startsWith(prefix)) waiting.wake(payload.slice(prefix.length));
+  };
+  let session: Promise<Listening> | undefined;
+  let backoff = 0;
+  let stopReopen = () => {};
+  let stopAnnouncing: (() => void) | undefined;
+  // Each watched key's announcement, made by its first watch and awaited by the others: a waiter
+  // that joins the waiters of a key writes nothing.
+  const announced = new Map<string, Promise<unknown>>();
+  const announce = (keys: string[], signal?: AbortSignal) =>
+    call(sql.announce, [JSON.stringify(keys), String(ANNOUNCED)], signal);
+  function listening(): Promise<Listening> {
+    if (session) return session;
+    const mine: Promise<Listening> = listener!(
+      notice,
+      () => waiting.wake(),
+      () => session === mine && reopen(),
+    );
+    session = mine;
+    mine.then(
+      (l) => session !== mine && l.stop(),
+      () => {
+        if (session === mine) session = undefined;
+      },
+    );
+    return mine;
+  }
+  function reopen(): void {
+    session = undefined;
+    if (waiting.size === 0) return;
+    backoff = Math.min(Math.max(2 * backoff, 1_000), 30_000);
+    stopReopen = timer(backoff, () => {
+      if (waiting.size === 0) return;
+      listening().then(() => {
+        backoff = 0;
+        waiting.wake();
+      }, reopen);
+    });
+  }
+  /** The last watch ended: the session closes, the announcements stop being renewed (they lapse). */
+  function quiet(key: string): void {
+    announced.delete(key);
+    if (waiting.size > 0) return;
+    const s = session;
+    session = undefined;
+    backoff = 0;
+    stopReopen();
+    stopAnnouncing?.();
+    stopAnnouncing = undefined;
+    s?.then(
+      (l) => l.stop(),
+      () => {},
+    );
+  }
+  function announcing(): void {
+    stopAnnouncing = timer(ANNOUNCED / 3, () => {
+      announce(waiting.keys()).catch(() => {});
+      announcing();
+    });
+  }
+  const watch: Backend["watch"] = async (key, wake, signal) => {
+    signal.throwIfAborted();
+    const leave = waiting.add(key, wake, signal, quiet);
+    try {
+      // Listening first: a release that sees the announcement is heard.
+      await abortableCall(listening(), signal, driverError);
+      let made = announced.get(key);
+      if (!made) {
+        const mine = announce([key]);
+        made = mine;
+        announced.set(key, mine);
+        mine.catch(() => announced.get(key) === mine && announced.delete(key));
+      }
+      await abortableCall(made, signal, driverError);
+    } catch (error) {
+      leave();
+      throw error;
+    }
+    if (!stopAnnouncing && waiting.size > 0) announcing();
+  };
+
   const malformed = (rows: unknown) => malformedReply(NAME, rows, clean, undefined, "rows");
   /** A row's column `n` as a number, or NaN. */
   const num = (row: Record<string, unknown> | undefined, column = "n") =>
@@ -465,6 +692,7 @@ export function postgres(client: PostgresClientLike, options: PostgresOptions = 
 
   const backend: Backend = {
     name: NAME,
+    ...(listener ? { watch } : {}),
 
     async acquire({ key, owner, nonce, ttl, signal, waiter }): Promise<AcquireResult> {
       // A fire's key draws from its mutex name's counter row (src/slots.ts counterOf).
