@@ -34,9 +34,11 @@ export type {
   QueuedHolderInfo,
   RaiseFence,
   RaiseFenceRequest,
-  ReleaseNotices,
   ReleaseAnyRequest,
+  ReleaseNotices,
   ReleaseRequest,
+  RenewMany,
+  RenewManyRequest,
   RenewRequest,
   SharedLocks,
 } from "./backend.ts";

@@ -1,10 +1,11 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
+import { renewInBatch } from "./batch.ts";
 import { LeaseLostError } from "./errors.ts";
 import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { NEVER, now, timer } from "./time.ts";
-import { quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
+import { firstRenewalDelay, quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
 import type { LockMode } from "./types.ts";
 
 /**
@@ -113,7 +114,8 @@ export function createLease(
   let cancel = (): void => {};
   let renewDue = NEVER;
   let failures = 0;
-  let renewing: Bounded | undefined;
+  // The renewal in flight: its request's bound, or its place in a batch (src/batch.ts).
+  let renewing: Pick<Bounded, "abort"> | undefined;
   let inflight: Promise<void> | undefined;
   let released: Promise<void> | undefined;
   let lastError: unknown;
@@ -156,12 +158,21 @@ export function createLease(
   const renewOnce = (): Promise<void> => {
     if (ended) return Promise.reject(reason());
     inflight ??= (async () => {
-      const tSend = now();
-      // The lease ending meanwhile aborts it with the lease's reason (see `end`).
-      const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
-      renewing = bounded;
+      let tSend = now();
+      let bounded: Bounded | undefined;
       try {
-        const ours = await backend.renew({ key, nonce, ttl, signal: bounded.signal });
+        let ours: boolean;
+        // The lease ending meanwhile aborts it with the lease's reason (see `end`).
+        if (backend.renewMany) {
+          // In the backend's next batch, whose send time sets the deadline (§4.3).
+          [tSend, ours] = await new Promise<[number, boolean]>((resolve, reject) => {
+            renewing = { abort: reject };
+            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject });
+          });
+        } else {
+          renewing = bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
+          ours = await backend.renew({ key, nonce, ttl, signal: bounded.signal });
+        }
         if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("late", "a renewal was answered after its deadline");
@@ -183,7 +194,7 @@ export function createLease(
         }
         throw error;
       } finally {
-        bounded.done();
+        bounded?.done();
         renewing = undefined;
         inflight = undefined;
       }
@@ -227,8 +238,10 @@ export function createLease(
     );
   }
 
-  // Scheduled from the deadline this lease has: a grant answered late renews at once (§4.3).
-  if (init.renew) renewDue = renewalAt(deadline, ttl, guard, now());
+  // Scheduled from the deadline this lease has: a grant answered late renews at once. With batched
+  // renewals (many leases), the first one is spread over a whole period (§4.3).
+  if (init.renew)
+    renewDue = renewalAt(deadline, ttl, guard, now(), backend.renewMany ? firstRenewalDelay(ttl) : undefined);
   arm();
 
   const release = (): Promise<void> =>

@@ -33,13 +33,29 @@ export function renewalWindow(ttl: number): { earliest: number; latest: number }
 }
 
 /**
- * When a lease whose deadline is `deadline` renews next: ttl / 3 (±10 %) after the send time of
- * the request that set that deadline (deadline − (ttl − guard)), not after its reply, and never
- * before `at` (now). A grant that arrived late (a hand-over late in a held request, a slow reply)
- * thus renews at once rather than after its deadline.
+ * The first background renewal of a lease: anywhere from 10 % to 110 % of ttl / 3 after its
+ * acquire was sent, never later than {@link renewalDelay} allows. Leases acquired together (a
+ * service taking its thousands at start) so renew spread over a whole period from the start,
+ * rather than together ever after with only ±10 % between them.
  */
-export function renewalAt(deadline: number, ttl: number, guard: number, at: number): number {
-  return Math.max(at, deadline - (ttl - guard) + renewalDelay(ttl));
+export function firstRenewalDelay(ttl: number): number {
+  return (ttl / 3) * (0.1 + Math.random());
+}
+
+/**
+ * When a lease whose deadline is `deadline` renews next: `delay` (default ttl / 3 ± 10 %) after
+ * the send time of the request that set that deadline (deadline − (ttl − guard)), not after its
+ * reply, and never before `at` (now). A grant that arrived late (a hand-over late in a held
+ * request, a slow reply) thus renews at once rather than after its deadline.
+ */
+export function renewalAt(
+  deadline: number,
+  ttl: number,
+  guard: number,
+  at: number,
+  delay: number = renewalDelay(ttl),
+): number {
+  return Math.max(at, deadline - (ttl - guard) + delay);
 }
 
 /** The time a renewal request may take: min(ttl / 5, time left to the deadline). */

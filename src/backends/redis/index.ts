@@ -211,7 +211,7 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     return abortableCall(run(script, keys, args.map(String)), signal, clientError);
   }
 
-  return scriptBackend({
+  const backend = scriptBackend({
     name: NAME,
     prefix,
     evaluate: call,
@@ -221,4 +221,9 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
       "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
     onFenceHealed,
   });
+  // A cluster runs a script only over keys of one slot, and the leases of many names are in many:
+  // their renewals go one request each there (ioredis Cluster, node-redis createCluster).
+  const c = client as { isCluster?: unknown; getSlotMaster?: unknown };
+  if (c.isCluster === true || typeof c.getSlotMaster === "function") delete backend.renewMany;
+  return backend;
 }

@@ -1,0 +1,270 @@
+// Item 16: many leases in one process. A service that holds a lease per tenant, partition or
+// shard holds thousands: what 1 000 and 10 000 held leases (ttl 15 s, background renewal) cost
+// one Node process on redis() over one ioredis client and on upstash() through the Upstash REST
+// bridge, with the renewals batched (`renewMany`, docs/DESIGN.md §4.3) and without (the same
+// backend with `renewMany` taken away: one request per renewal).
+//
+// Each row runs in a child process of its own (`node --expose-gc`), so its heap and CPU are its
+// own and the servers' (redis-server, and the bridge in this process) are not counted:
+//   heap/lease  heapUsed after gc() once the leases are held, less heapUsed after gc() before
+//               acquiring (the mutexes, one per name, already made), divided by the leases: what
+//               each held lease costs, its handle included.
+//   CPU         process.cpuUsage() (user + system) over a steady window of two renewal periods
+//               (10 s at ttl 15 s), as a share of one core.
+//   timers      timers pending in the middle of it (setTimeout counted: the leases' timers are
+//               unref'ed, and process.getActiveResourcesInfo() lists only the others, shown beside).
+//   req/s       requests sent to the backend per second in the window (renew or renewMany).
+//   spread      keys renewed per 100 ms in the window: the largest bucket over the mean.
+// The two backends of one row run at the same time (two children), to keep the item under a minute.
+// `npx tsx bench/many.ts` runs it alone (its own servers); `--save` puts it into bench/results.json.
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import IORedis from "ioredis";
+import { redis } from "../src/backends/redis/index.ts";
+import { upstash } from "../src/backends/upstash/index.ts";
+import { type Backend, createMutex, type Lease } from "../src/index.ts";
+import type { UpstashBridge } from "../test/harness/servers/upstash-bridge.ts";
+import { QUICK } from "./lib/stats.ts";
+
+/** One row: a backend, a number of leases, batched or not. */
+export interface ManyRow {
+  backend: "redis" | "upstash";
+  leases: number;
+  batched: boolean;
+  /** Share of one core over the window (0.05 is 5 %). */
+  cpu: number;
+  /** heapUsed bytes per held lease (see above). */
+  heapPerLease: number;
+  /** Timers set and not yet fired or cleared, in the middle of the window. */
+  timers: number;
+  /** The `Timeout` entries of process.getActiveResourcesInfo() then: the timers that keep the process alive. */
+  refTimers: number;
+  /** Requests per second to the backend in the window. */
+  requestsPerSecond: number;
+  /** Keys renewed per second in the window. */
+  renewalsPerSecond: number;
+  /** Largest 100 ms bucket of renewed keys over the mean bucket. */
+  spread: number;
+  /** Leases lost during the run (0 expected). */
+  lost: number;
+  /** Seconds the acquires took (not in the window). */
+  acquireSeconds: number;
+}
+
+export interface ManyResult {
+  ttl: number;
+  windowMs: number;
+  rows: ManyRow[];
+  /** When measured apart from `npm run bench` (`--save`): the date, commit and machine. */
+  measured?: string;
+}
+
+const TTL = 15_000;
+/** Two renewal periods (ttl / 3 each). */
+const WINDOW = QUICK ? (2 * TTL) / 3 : (2 * TTL) / 3 + 1_000;
+const BUCKET = 100;
+
+interface ChildConfig {
+  backend: ManyRow["backend"];
+  leases: number;
+  batched: boolean;
+  redisPort: number;
+  url: string;
+  token: string;
+}
+
+/** The measured side, in a child process started with --expose-gc. */
+async function child(cfg: ChildConfig): Promise<ManyRow> {
+  // Live timers: the leases' timers are unref'ed, which process.getActiveResourcesInfo() does not
+  // list (it lists what keeps the process alive), so setTimeout is counted here (a Set of those
+  // not yet fired or cleared; the same small cost in every row).
+  const live = new Set<unknown>();
+  const { setTimeout: set, clearTimeout: clear } = globalThis;
+  globalThis.setTimeout = ((fn: (...a: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+    const t = set(() => {
+      live.delete(t);
+      fn(...args);
+    }, ms);
+    live.add(t);
+    return t;
+  }) as typeof setTimeout;
+  globalThis.clearTimeout = ((t: ReturnType<typeof setTimeout>) => {
+    live.delete(t);
+    clear(t);
+  }) as typeof clearTimeout;
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (!gc) throw new Error("bench/many.ts: the child needs --expose-gc");
+  const collect = () => {
+    gc();
+    gc();
+    return process.memoryUsage().heapUsed;
+  };
+  const client =
+    cfg.backend === "redis" ? new IORedis({ host: "127.0.0.1", port: cfg.redisPort }) : undefined;
+  const base = client ? redis(client) : upstash({ url: cfg.url, token: cfg.token });
+  // Counting: each request sent, and its keys by 100 ms bucket from `from`.
+  let from = Number.POSITIVE_INFINITY;
+  let requests = 0;
+  const buckets = new Float64Array(Math.ceil(WINDOW / BUCKET) + 1);
+  const note = (keys: number) => {
+    const i = Math.floor((performance.now() - from) / BUCKET);
+    if (i < 0 || i >= buckets.length - 1) return;
+    requests++;
+    buckets[i]! += keys;
+  };
+  const backend: Backend = {
+    ...base,
+    renew: (r) => {
+      note(1);
+      return base.renew(r);
+    },
+    renewMany:
+      cfg.batched && base.renewMany
+        ? (r) => {
+            note(r.requests.length);
+            return base.renewMany!(r);
+          }
+        : undefined,
+  };
+  if (cfg.batched && !base.renewMany) throw new Error(`bench/many.ts: ${cfg.backend} has no renewMany`);
+  const tag = crypto.randomUUID().slice(0, 8);
+  let lost = 0;
+  const mutexes = Array.from({ length: cfg.leases }, (_, i) =>
+    createMutex(backend, {
+      name: `many-${tag}-${i}`,
+      ttl: TTL,
+      owner: "bench",
+      onEvent: (e) => {
+        if (e.type === "lost") lost++;
+      },
+    }),
+  );
+  const leases: Lease[] = [];
+  // Warm the paths up (and the connection) before the heap is read.
+  await (await createMutex(backend, { name: `many-${tag}-warm`, ttl: TTL }).acquire()).release();
+  const before = collect();
+  const t0 = performance.now();
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 32 }, async () => {
+      while (next < mutexes.length) {
+        const lease = await mutexes[next++]!.tryAcquire();
+        if (!lease) throw new Error("bench/many.ts: a fresh name was held");
+        leases.push(lease);
+      }
+    }),
+  );
+  const acquireSeconds = (performance.now() - t0) / 1000;
+  const heapPerLease = (collect() - before) / cfg.leases;
+  from = performance.now();
+  const cpu0 = process.cpuUsage();
+  await new Promise((r) => setTimeout(r, WINDOW / 2));
+  const timers = live.size;
+  const refTimers = process.getActiveResourcesInfo().filter((x) => x === "Timeout").length;
+  await new Promise((r) => setTimeout(r, WINDOW / 2));
+  const cpu = process.cpuUsage(cpu0);
+  const seconds = (performance.now() - from) / 1000;
+  const used = buckets.subarray(0, Math.floor(WINDOW / BUCKET));
+  const total = used.reduce((a, b) => a + b, 0);
+  const mean = total / used.length;
+  const row: ManyRow = {
+    backend: cfg.backend,
+    leases: cfg.leases,
+    batched: cfg.batched,
+    cpu: (cpu.user + cpu.system) / 1000 / 1000 / seconds,
+    heapPerLease: Math.round(heapPerLease),
+    timers,
+    refTimers,
+    requestsPerSecond: Math.round(requests / seconds),
+    renewalsPerSecond: Math.round(total / seconds),
+    spread: Math.round((Math.max(...used) / mean) * 100) / 100,
+    lost,
+    acquireSeconds: Math.round(acquireSeconds * 10) / 10,
+  };
+  await Promise.all(leases.map((l) => l.release().catch(() => {})));
+  await client?.quit();
+  return row;
+}
+
+/** Runs one row in a child process. */
+function spawnRow(cfg: ChildConfig): Promise<ManyRow> {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", fileURLToPath(import.meta.url), "--child", JSON.stringify(cfg)],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let out = "";
+    proc.stdout.on("data", (d) => {
+      out += d;
+    });
+    proc.on("error", reject);
+    proc.on("exit", (code) => {
+      const line = out.split("\n").find((l) => l.startsWith("{"));
+      if (code === 0 && line) resolve(JSON.parse(line) as ManyRow);
+      else reject(new Error(`bench/many.ts: the ${cfg.backend} child exited ${code}: ${out}`));
+    });
+  });
+}
+
+/** Item 16 against redis-server on `redisPort` and the bridge (in this process). */
+export async function runMany(target: { bridge: UpstashBridge; redisPort: number }): Promise<ManyResult> {
+  const rows: ManyRow[] = [];
+  // BENCH_MANY=10000 or BENCH_MANY=10000:batched runs only those rows (while working on them).
+  const only = process.env.BENCH_MANY?.split(":");
+  for (const leases of only ? [Number(only[0])] : [1_000, 10_000]) {
+    for (const batched of only?.[1] ? [only[1] === "batched"] : [false, true]) {
+      const cfg = {
+        leases,
+        batched,
+        redisPort: target.redisPort,
+        url: target.bridge.url,
+        token: target.bridge.token,
+      };
+      rows.push(
+        ...(await Promise.all([
+          spawnRow({ ...cfg, backend: "redis" }),
+          spawnRow({ ...cfg, backend: "upstash" }),
+        ])),
+      );
+    }
+  }
+  return { ttl: TTL, windowMs: WINDOW, rows };
+}
+
+/** The table, as RESULTS.md and the console show it. */
+export function manyTable(r: ManyResult): string[] {
+  const out = [
+    "| backend | leases | renewals | CPU (one core) | heap / lease | timers (ref'ed) | req/s | renewals/s | spread (max/mean per 100 ms) | lost |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const x of r.rows)
+    out.push(
+      `| ${x.backend} | ${x.leases.toLocaleString("en-US")} | ${x.batched ? "batched" : "one request each"} | ${(x.cpu * 100).toFixed(1)} % | ${x.heapPerLease} B | ${x.timers} (${x.refTimers}) | ${x.requestsPerSecond} | ${x.renewalsPerSecond} | ${x.spread.toFixed(2)} | ${x.lost} |`,
+    );
+  return out;
+}
+
+const argv = process.argv;
+if (argv[2] === "--child") {
+  const row = await child(JSON.parse(argv[3]!) as ChildConfig);
+  console.log(JSON.stringify(row));
+  process.exit(0);
+} else if (import.meta.url === `file://${argv[1]}`) {
+  const { startRedis } = await import("../test/harness/servers/redis.ts");
+  const { startBridge } = await import("../test/harness/servers/upstash-bridge.ts");
+  const { freePort } = await import("../test/harness/servers/listen.ts");
+  const server = await startRedis({ port: await freePort() });
+  const bridge = await startBridge({ redis: server.socket });
+  try {
+    const r = await runMany({ bridge, redisPort: server.port });
+    console.log(manyTable(r).join("\n"));
+    if (argv.includes("--save")) {
+      const { saveItem } = await import("./lib/alone.ts");
+      saveItem("many", "bench/many.ts", r);
+    }
+  } finally {
+    await bridge.stop();
+    await server.stop();
+  }
+}
