@@ -18,11 +18,16 @@
 // The two backends of one row run at the same time (two children), to keep the item under a minute.
 // `npx tsx bench/many.ts` runs it alone (its own servers); `--save` puts it into bench/results.json.
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { build } from "esbuild";
 import IORedis from "ioredis";
-import { redis } from "../src/backends/redis/index.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { type Backend, createMutex, type Lease } from "../src/index.ts";
+import type * as Redis from "../src/backends/redis/index.ts";
+import type * as Upstash from "../src/backends/upstash/index.ts";
+import type * as Core from "../src/index.ts";
+import type { Backend, Lease } from "../src/index.ts";
 import type { UpstashBridge } from "../test/harness/servers/upstash-bridge.ts";
 import { QUICK } from "./lib/stats.ts";
 
@@ -49,6 +54,8 @@ export interface ManyRow {
   lost: number;
   /** Seconds the acquires took (not in the window). */
   acquireSeconds: number;
+  /** The first renewal that failed, if one did. */
+  failure?: string;
 }
 
 export interface ManyResult {
@@ -65,6 +72,8 @@ const WINDOW = QUICK ? (2 * TTL) / 3 : (2 * TTL) / 3 + 1_000;
 const BUCKET = 100;
 
 interface ChildConfig {
+  /** Where the bundle of src/ is (see {@link bundle}). */
+  dir: string;
   backend: ManyRow["backend"];
   leases: number;
   batched: boolean;
@@ -99,6 +108,9 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
     gc();
     return process.memoryUsage().heapUsed;
   };
+  const { createMutex } = (await import(join(cfg.dir, "core.mjs"))) as typeof Core;
+  const { redis } = (await import(join(cfg.dir, "redis.mjs"))) as typeof Redis;
+  const { upstash } = (await import(join(cfg.dir, "upstash.mjs"))) as typeof Upstash;
   const client =
     cfg.backend === "redis" ? new IORedis({ host: "127.0.0.1", port: cfg.redisPort }) : undefined;
   const base = client ? redis(client) : upstash({ url: cfg.url, token: cfg.token });
@@ -122,13 +134,17 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
       cfg.batched && base.renewMany
         ? (r) => {
             note(r.requests.length);
-            return base.renewMany!(r);
+            return base.renewMany!(r).catch((error) => {
+              failure = `${String(error?.message)} (${failure})`;
+              throw error;
+            });
           }
         : undefined,
   };
   if (cfg.batched && !base.renewMany) throw new Error(`bench/many.ts: ${cfg.backend} has no renewMany`);
   const tag = crypto.randomUUID().slice(0, 8);
   let lost = 0;
+  let failure: string | undefined;
   const mutexes = Array.from({ length: cfg.leases }, (_, i) =>
     createMutex(backend, {
       name: `many-${tag}-${i}`,
@@ -136,6 +152,7 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
       owner: "bench",
       onEvent: (e) => {
         if (e.type === "lost") lost++;
+        if (e.type === "lost") failure ??= `lost: ${e.reason}`;
       },
     }),
   );
@@ -144,18 +161,15 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
   await (await createMutex(backend, { name: `many-${tag}-warm`, ttl: TTL }).acquire()).release();
   const before = collect();
   const t0 = performance.now();
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: 32 }, async () => {
-      while (next < mutexes.length) {
-        const lease = await mutexes[next++]!.tryAcquire();
-        if (!lease) throw new Error("bench/many.ts: a fresh name was held");
-        leases.push(lease);
-      }
-    }),
-  );
+  await inTurn(mutexes, 32, async (m) => {
+    const lease = await m.tryAcquire();
+    if (!lease) throw new Error("bench/many.ts: a fresh name was held");
+    leases.push(lease);
+  });
   const acquireSeconds = (performance.now() - t0) / 1000;
   const heapPerLease = (collect() - before) / cfg.leases;
+  // BENCH_MANY_PROF=<dir>: a CPU profile of the window, written there (while working on it).
+  const prof = process.env.BENCH_MANY_PROF ? await profile() : undefined;
   from = performance.now();
   const cpu0 = process.cpuUsage();
   await new Promise((r) => setTimeout(r, WINDOW / 2));
@@ -163,6 +177,7 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
   const refTimers = process.getActiveResourcesInfo().filter((x) => x === "Timeout").length;
   await new Promise((r) => setTimeout(r, WINDOW / 2));
   const cpu = process.cpuUsage(cpu0);
+  await prof?.(`${process.env.BENCH_MANY_PROF}/${cfg.backend}-${cfg.leases}-${cfg.batched}.cpuprofile`);
   const seconds = (performance.now() - from) / 1000;
   const used = buckets.subarray(0, Math.floor(WINDOW / BUCKET));
   const total = used.reduce((a, b) => a + b, 0);
@@ -177,13 +192,39 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
     refTimers,
     requestsPerSecond: Math.round(requests / seconds),
     renewalsPerSecond: Math.round(total / seconds),
-    spread: Math.round((Math.max(...used) / mean) * 100) / 100,
+    spread: mean > 0 ? Math.round((Math.max(...used) / mean) * 100) / 100 : 0,
     lost,
     acquireSeconds: Math.round(acquireSeconds * 10) / 10,
+    ...(failure ? { failure } : {}),
   };
-  await Promise.all(leases.map((l) => l.release().catch(() => {})));
+  await inTurn(leases, 32, (l) => l.release().catch(() => {}));
   await client?.quit();
   return row;
+}
+
+/** Calls `fn` on each of `xs`, `parallel` at a time. */
+async function inTurn<T>(xs: readonly T[], parallel: number, fn: (x: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: parallel }, async () => {
+      while (next < xs.length) await fn(xs[next++]!);
+    }),
+  );
+}
+
+/** Starts a CPU profile of this process; the function returned stops it and writes it to a file. */
+async function profile(): Promise<(file: string) => Promise<void>> {
+  const { Session } = await import("node:inspector/promises");
+  const { writeFileSync } = await import("node:fs");
+  const session = new Session();
+  session.connect();
+  await session.post("Profiler.enable");
+  await session.post("Profiler.start");
+  return async (file) => {
+    const { profile } = await session.post("Profiler.stop");
+    writeFileSync(file, JSON.stringify(profile));
+    session.disconnect();
+  };
 }
 
 /** Runs one row in a child process. */
@@ -207,14 +248,54 @@ function spawnRow(cfg: ChildConfig): Promise<ManyRow> {
   });
 }
 
+/**
+ * src/ bundled as an app ships it (esbuild, ESM, one copy of the core shared by the entries), in a
+ * temporary directory: run through tsx, every function of src/ would carry the name esbuild's
+ * keepNames gives it (a property of its own, 256 bytes per closure), which no built app has.
+ */
+async function bundle(): Promise<string> {
+  const dir = mkdtempSync(join(tmpdir(), "leasehold-bench-many-"));
+  const src = fileURLToPath(new URL("../src/", import.meta.url));
+  await build({
+    entryPoints: {
+      core: `${src}index.ts`,
+      redis: `${src}backends/redis/index.ts`,
+      upstash: `${src}backends/upstash/index.ts`,
+    },
+    outdir: dir,
+    // .mjs: tsx, which runs the child, leaves it as it is (a .js file it transforms, names kept).
+    outExtension: { ".js": ".mjs" },
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    logLevel: "warning",
+  });
+  return dir;
+}
+
 /** Item 16 against redis-server on `redisPort` and the bridge (in this process). */
 export async function runMany(target: { bridge: UpstashBridge; redisPort: number }): Promise<ManyResult> {
+  const dir = await bundle();
+  try {
+    return await rowsOf(dir, target);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function rowsOf(
+  dir: string,
+  target: { bridge: UpstashBridge; redisPort: number },
+): Promise<ManyResult> {
   const rows: ManyRow[] = [];
   // BENCH_MANY=10000 or BENCH_MANY=10000:batched runs only those rows (while working on them).
   const only = process.env.BENCH_MANY?.split(":");
   for (const leases of only ? [Number(only[0])] : [1_000, 10_000]) {
     for (const batched of only?.[1] ? [only[1] === "batched"] : [false, true]) {
       const cfg = {
+        dir,
         leases,
         batched,
         redisPort: target.redisPort,
@@ -259,6 +340,8 @@ if (argv[2] === "--child") {
   try {
     const r = await runMany({ bridge, redisPort: server.port });
     console.log(manyTable(r).join("\n"));
+    for (const x of r.rows)
+      if (x.failure) console.log(`${x.backend} ${x.leases} ${x.batched ? "batched" : ""}: ${x.failure}`);
     if (argv.includes("--save")) {
       const { saveItem } = await import("./lib/alone.ts");
       saveItem("many", "bench/many.ts", r);

@@ -1,7 +1,7 @@
 // Batched renewal: the renewals of one backend object's leases that come due within a few ms of
 // each other go out in one `renewMany` request (docs/DESIGN.md §4.3).
 import type { Backend } from "./backend.ts";
-import { noAnswer, requestSignal } from "./signals.ts";
+import { abortable, noAnswer, requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
 import { renewalBound } from "./timing.ts";
 
@@ -31,7 +31,8 @@ export function renewInBatch(backend: Backend, p: Pending): void {
   let batch = open.get(backend);
   if (!batch) {
     const b: Pending[] = [];
-    open.set(backend, (batch = b));
+    open.set(backend, b);
+    batch = b;
     // Kept alive: someone may await lease.renew(), as a request in flight would keep it.
     timer(Math.min(20, p.ttl / 50), () => send(backend, b), true);
   }
@@ -60,8 +61,14 @@ async function send(backend: Backend, batch: Pending[]): Promise<void> {
     Math.min(...members.map((p) => renewalBound(p.ttl, p.deadline - tSend))),
   );
   try {
-    const answers = await backend.renewMany!({ requests: members, signal: bounded.signal });
-    members.forEach((p, i) => p.resolve([tSend, answers[i] === true]));
+    // Settled within the bound even by a backend that ignores the signal: each lease counts on it.
+    const answers = await abortable(
+      backend.renewMany!({ requests: members, signal: bounded.signal }),
+      bounded.signal,
+    );
+    members.forEach((p, i) => {
+      p.resolve([tSend, answers[i] === true]);
+    });
   } catch (error) {
     for (const p of members) p.reject(error);
   } finally {

@@ -5,7 +5,14 @@ import { LeaseLostError } from "./errors.ts";
 import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { NEVER, now, timer } from "./time.ts";
-import { firstRenewalDelay, quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
+import {
+  firstRenewalDelay,
+  onGrid,
+  quietBound,
+  renewalAt,
+  renewalBound,
+  renewalRetryDelay,
+} from "./timing.ts";
 import type { LockMode } from "./types.ts";
 
 /**
@@ -143,6 +150,10 @@ export function createLease(
     return false;
   };
 
+  // Batched, a renewal falls on the grid of its ttl, a little early: the leases due in one cell of
+  // it renew in one wake-up of the event loop and one request (§4.3).
+  const due = (at: number): number => (backend.renewMany ? onGrid(at, ttl) : at);
+
   let armedAt = NEVER;
   const arm = (): void => {
     const at = Math.min(renewDue, deadline);
@@ -185,7 +196,6 @@ export function createLease(
         if (ended) throw reason();
         deadline = tSend + ttl - guard;
         lastError = undefined;
-        arm();
         emit?.({ type: "renewed", token, latency: now() - tSend, margin: deadline - now() });
       } catch (error) {
         if (!ended) {
@@ -223,11 +233,12 @@ export function createLease(
       return;
     }
     renewDue = NEVER;
-    arm();
+    // A batch settles within its bound, before the deadline (src/batch.ts): no timer meanwhile.
+    if (!backend.renewMany) arm();
     renewOnce().then(
       () => {
         failures = 0;
-        renewDue = renewalAt(deadline, ttl, guard, now());
+        renewDue = due(renewalAt(deadline, ttl, guard, now()));
         arm();
       },
       () => {
@@ -238,10 +249,12 @@ export function createLease(
     );
   }
 
-  // Scheduled from the deadline this lease has: a grant answered late renews at once. With batched
-  // renewals (many leases), the first one is spread over a whole period (§4.3).
+  // Scheduled from the deadline this lease has: a grant answered late renews at once. Batched
+  // (many leases), the first renewal is spread over a whole period (§4.3).
   if (init.renew)
-    renewDue = renewalAt(deadline, ttl, guard, now(), backend.renewMany ? firstRenewalDelay(ttl) : undefined);
+    renewDue = due(
+      renewalAt(deadline, ttl, guard, now(), backend.renewMany ? firstRenewalDelay(ttl) : undefined),
+    );
   arm();
 
   const release = (): Promise<void> =>
