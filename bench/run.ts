@@ -22,6 +22,8 @@
 //  14 once          bench/once.ts: runOnce's run and late instance beside a plain tryAcquire on
 //                   upstash, redis and postgres (measured before 13)
 //  15 shared        bench/shared.ts: shared leases beside exclusive ones on upstash, redis, postgres
+//  16 many          bench/many.ts, in child processes: 1 000 and 10 000 held leases on redis and
+//                   upstash, batched and not: CPU, heap per lease, timers, requests/s, spread
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -39,6 +41,7 @@ import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
+import { runMany } from "./many.ts";
 import { runOnceBench } from "./once.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
@@ -289,6 +292,9 @@ try {
     plan.warmup,
   );
 
+  section("16 many", ": 1 000 and 10 000 held leases, redis and upstash, batched and not (child processes)");
+  const many = await runMany({ bridge: servers.bridge, redisPort: servers.redis.port });
+
   // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
   const changeRuntimes = runtimes.filter(
     (rt) => rt.id === `node ${process.version}` || rt.id.startsWith("bun"),
@@ -347,6 +353,7 @@ try {
     semaphore,
     once,
     shared,
+    many,
     changes,
     changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),
