@@ -160,6 +160,13 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
   // Warm the paths up (and the connection) before the heap is read.
   await (await createMutex(backend, { name: `many-${tag}-warm`, ttl: TTL }).acquire()).release();
   const before = collect();
+  // BENCH_MANY_SNAP=<dir>: heap snapshots before and after acquiring, written there (while working on it).
+  const snap = async (when: string) => {
+    const dir = process.env.BENCH_MANY_SNAP;
+    if (dir)
+      (await import("node:v8")).writeHeapSnapshot(`${dir}/${cfg.backend}-${cfg.leases}-${when}.heapsnapshot`);
+  };
+  await snap("before");
   const t0 = performance.now();
   await inTurn(mutexes, 32, async (m) => {
     const lease = await m.tryAcquire();
@@ -168,6 +175,7 @@ async function child(cfg: ChildConfig): Promise<ManyRow> {
   });
   const acquireSeconds = (performance.now() - t0) / 1000;
   const heapPerLease = (collect() - before) / cfg.leases;
+  await snap("after");
   // BENCH_MANY_PROF=<dir>: a CPU profile of the window, written there (while working on it).
   const prof = process.env.BENCH_MANY_PROF ? await profile() : undefined;
   from = performance.now();

@@ -150,10 +150,6 @@ export function createLease(
     return false;
   };
 
-  // Batched, a renewal falls on the grid of its ttl, a little early: the leases due in one cell of
-  // it renew in one wake-up of the event loop and one request (§4.3).
-  const due = (at: number): number => (backend.renewMany ? onGrid(at, ttl) : at);
-
   let armedAt = NEVER;
   const arm = (): void => {
     const at = Math.min(renewDue, deadline);
@@ -238,7 +234,7 @@ export function createLease(
     renewOnce().then(
       () => {
         failures = 0;
-        renewDue = due(renewalAt(deadline, ttl, guard, now()));
+        renewDue = due(backend, renewalAt(deadline, ttl, guard, now()), ttl);
         arm();
       },
       () => {
@@ -253,7 +249,9 @@ export function createLease(
   // (many leases), the first renewal is spread over a whole period (§4.3).
   if (init.renew)
     renewDue = due(
+      backend,
       renewalAt(deadline, ttl, guard, now(), backend.renewMany ? firstRenewalDelay(ttl) : undefined),
+      ttl,
     );
   arm();
 
@@ -281,26 +279,63 @@ export function createLease(
       }
     })());
 
-  return {
-    name: key,
-    mode: init.mode ?? "exclusive",
-    owner: init.owner,
-    token,
-    get signal() {
-      if (!ctrl) {
-        ctrl = new AbortController();
-        if (ended) ctrl.abort(reason());
-      }
-      return ctrl.signal;
-    },
-    get valid() {
-      return checkDeadline();
-    },
-    get expiresAt() {
-      return Date.now() + (deadline - now());
-    },
-    renew: renewOnce,
-    release,
-    [Symbol.asyncDispose]: release,
-  };
+  return new Handle(key, init.mode ?? "exclusive", init.owner, token, renewOnce, release, (what) => {
+    if (what === 1) return checkDeadline();
+    if (what === 2) return Date.now() + (deadline - now());
+    if (!ctrl) {
+      ctrl = new AbortController();
+      if (ended) ctrl.abort(reason());
+    }
+    return ctrl.signal;
+  });
+}
+
+/**
+ * When a lease renews that is due at `at`: batched, on the grid of its ttl, a little early, so
+ * that the leases due in one cell of it renew in one wake-up of the event loop and one request
+ * (§4.3). (Not a closure per lease: thousands of leases pay for each.)
+ */
+const due = (backend: Backend, at: number, ttl: number): number => (backend.renewMany ? onGrid(at, ttl) : at);
+
+/**
+ * A lease's handle. A class, so that its getters are on the prototype, once: on V8 an object
+ * literal with getters is a dictionary (about 450 bytes per lease, docs/DESIGN.md §4.8). `read`
+ * answers the getters from the lease's closure: 0 the signal, 1 `valid`, 2 `expiresAt`.
+ */
+class Handle implements Lease {
+  readonly name: string;
+  readonly mode: LockMode;
+  readonly owner: string;
+  readonly token: number;
+  readonly renew: () => Promise<void>;
+  readonly release: () => Promise<void>;
+  readonly [Symbol.asyncDispose]!: () => Promise<void>;
+  readonly #read: (what: 0 | 1 | 2) => unknown;
+  constructor(
+    name: string,
+    mode: LockMode,
+    owner: string,
+    token: number,
+    renew: () => Promise<void>,
+    release: () => Promise<void>,
+    read: (what: 0 | 1 | 2) => unknown,
+  ) {
+    this.name = name;
+    this.mode = mode;
+    this.owner = owner;
+    this.token = token;
+    this.renew = renew;
+    this.release = release;
+    this[Symbol.asyncDispose] = release; // both work unbound
+    this.#read = read;
+  }
+  get signal(): AbortSignal {
+    return this.#read(0) as AbortSignal;
+  }
+  get valid(): boolean {
+    return this.#read(1) as boolean;
+  }
+  get expiresAt(): number {
+    return this.#read(2) as number;
+  }
 }
