@@ -10,7 +10,7 @@ import type { DenoKvResult } from "../denokv.ts";
 import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
-import { type ManyResult, manyTable } from "../many.ts";
+import type { ManyResult } from "../many.ts";
 import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
@@ -606,6 +606,19 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   return out.join("\n");
 }
 
+/** Item 16's table (bench/many.ts), as RESULTS.md and the console show it. */
+export function manyTable(r: ManyResult): string[] {
+  const out = [
+    "| backend | leases | renewals | CPU (one core) | heap / lease | timers (ref'ed) | req/s | renewals/s | spread: max / p99 over mean, per 100 ms | lost |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const x of r.rows)
+    out.push(
+      `| ${x.backend} | ${x.leases.toLocaleString("en-US")} | ${x.batched ? "batched" : "one request each"} | ${(x.cpu * 100).toFixed(1)} % | ${x.heapPerLease} B | ${x.timers} (${x.refTimers}) | ${x.requestsPerSecond} | ${x.renewalsPerSecond} | ${x.spread.toFixed(2)} / ${(x.spread99 ?? 0).toFixed(2)} | ${x.lost} |`,
+    );
+  return out;
+}
+
 function manySection(r: ManyResult): string {
   return [
     "## 16. Many leases in one process",
@@ -615,7 +628,7 @@ function manySection(r: ManyResult): string {
       `**CPU**: \`process.cpuUsage()\` (user + system, every thread of the process) over a steady window of ${(r.windowMs / 1000).toFixed(0)} s (two renewal periods and more), as a share of one core. ` +
       "**heap / lease**: `heapUsed` after `gc()` (node --expose-gc) with the leases held, less `heapUsed` after `gc()` before acquiring them (the mutexes already made), per lease: everything a held lease keeps alive, its handle, closures and timer included. " +
       "**timers**: timers pending in the middle of the window (`setTimeout` counted; a lease's timer is unref'ed, so `process.getActiveResourcesInfo()`, in brackets, does not list it). " +
-      "**req/s**: requests to the backend per second in the window. **spread**: keys renewed per 100 ms in the window, the largest bucket over the mean (1 is perfectly even). **lost**: leases lost during the run. " +
+      "**req/s**: requests to the backend per second in the window. **spread**: keys renewed per 100 ms in the window, the largest bucket and the 99th percentile bucket over the mean (1 is perfectly even; a pause of the event loop, a GC or the machine, piles the renewals of its cells into one bucket and shows in the largest only). **lost**: leases lost during the run. " +
       "The two backends of one row run at the same time, on a machine that others share: CPU and spread are this run's, not a floor." +
       (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
     "",
