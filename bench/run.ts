@@ -23,6 +23,8 @@
 //                   upstash, redis and postgres (measured before 13)
 //  15 shared        bench/shared.ts: shared leases beside exclusive ones on upstash, redis, postgres
 //  16 hand-over     bench/handover.ts: release → next waiter, woken (watch), in line (Durable Object) or polling; 16 contenders
+//  17 many          bench/many.ts, in child processes: 1 000 and 10 000 held leases on redis and
+//                   upstash, batched and not: CPU, heap per lease, timers, requests/s, spread
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -41,6 +43,7 @@ import { BUN, DENO, environment, NODE22, NODE24, ROOT } from "./lib/env.ts";
 import { evaluateTargets, type Results, renderMarkdown } from "./lib/report.ts";
 import { startServers } from "./lib/servers.ts";
 import { QUICK } from "./lib/stats.ts";
+import { runMany } from "./many.ts";
 import { runOnceBench } from "./once.ts";
 import { runQuorum } from "./quorum.ts";
 import { runRoundTrips } from "./roundtrips.ts";
@@ -304,6 +307,8 @@ try {
     },
     { trials: plan.failTrials, contenders: 16, each: plan.perContender / 5, rtCycles: 100 },
   );
+  section("17 many", ": 1 000 and 10 000 held leases, redis and upstash, batched and not (child processes)");
+  const many = await runMany({ bridge: servers.bridge, redisPort: servers.redis.port });
 
   // Node 20 and Bun: the runtime where the core's cost shows most, and the one where it shows least.
   const changeRuntimes = runtimes.filter(
@@ -364,6 +369,7 @@ try {
     once,
     shared,
     handover,
+    many,
     changes,
     changeSizes,
     seconds: Math.round((performance.now() - started) / 1000),

@@ -352,6 +352,28 @@ export interface ReleaseNotices {
   watch?(key: string, wake: () => void, signal: AbortSignal): Promise<void>;
 }
 
+/** A {@link RenewMany.renewMany} request: the renewals of several leases, in one request. */
+export interface RenewManyRequest {
+  /** Each lease to renew, as {@link Backend.renew} takes it (without a signal of its own). */
+  requests: readonly Omit<RenewRequest, "signal">[];
+  /** Aborts the request; the backend then rejects with the signal's reason. */
+  signal?: AbortSignal | undefined;
+}
+
+/** Optional capability: renewing many leases in one request (docs/DESIGN.md §4.3, §5.1). */
+export interface RenewMany {
+  /**
+   * Optional: exactly as if {@link Backend.renew} had been called on each of `requests`, in one
+   * request: answers one boolean per request, in order, `false` for a key its nonce no longer holds
+   * (the others are renewed all the same). Each key's renewal is atomic on its own; the batch
+   * need not be. A failure of the request (a rejection) says nothing of any key. The core sends
+   * it for the renewals of the exclusive leases of one backend object that come due within a few
+   * ms of each other; a backend that cannot renew some keys together (a Redis Cluster's keys in
+   * different slots) does not have it.
+   */
+  renewMany?(r: RenewManyRequest): Promise<boolean[]>;
+}
+
 /** Options of {@link Close.close}. */
 export interface CloseOptions {
   /** The longest to wait for the work in flight, in ms (a finite number ≥ 0); the backend says its default. */
@@ -385,6 +407,7 @@ export interface Backend
     FireRecord,
     SharedLocks,
     ReleaseNotices,
+    RenewMany,
     Close {}
 
 /** The optional methods, each a function when present. */
@@ -398,6 +421,7 @@ const OPTIONAL = [
   "renewShared",
   "releaseShared",
   "watch",
+  "renewMany",
   "close",
 ] as const;
 
@@ -430,6 +454,8 @@ export interface Capabilities {
   once: boolean;
   /** A waiter is woken by the release of the lock it waits for, not only by its next poll ({@link ReleaseNotices}). */
   watch: boolean;
+  /** The renewals of many leases go out together, one request per batch ({@link RenewMany}). */
+  batch: boolean;
 }
 
 /**
@@ -452,6 +478,7 @@ export function capabilities(backend: Backend): Capabilities {
     queued: typeof backend.acquireQueued === "function",
     once: typeof backend.complete === "function",
     watch: typeof backend.watch === "function",
+    batch: typeof backend.renewMany === "function",
   };
 }
 

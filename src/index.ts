@@ -37,6 +37,8 @@ export type {
   ReleaseAnyRequest,
   ReleaseNotices,
   ReleaseRequest,
+  RenewMany,
+  RenewManyRequest,
   RenewRequest,
   SharedLocks,
 } from "./backend.ts";

@@ -1,10 +1,18 @@
 // The Lease handle: the local deadline, background renewal, the signal, release.
 import type { Backend } from "./backend.ts";
+import { renewInBatch } from "./batch.ts";
 import { LeaseLostError } from "./errors.ts";
 import { type Emit, failure, type LossReason } from "./events.ts";
 import { type Bounded, requestSignal } from "./signals.ts";
 import { NEVER, now, timer } from "./time.ts";
-import { quietBound, renewalAt, renewalBound, renewalRetryDelay } from "./timing.ts";
+import {
+  firstRenewalDelay,
+  onGrid,
+  quietBound,
+  renewalAt,
+  renewalBound,
+  renewalRetryDelay,
+} from "./timing.ts";
 import type { LockMode } from "./types.ts";
 
 /**
@@ -113,7 +121,8 @@ export function createLease(
   let cancel = (): void => {};
   let renewDue = NEVER;
   let failures = 0;
-  let renewing: Bounded | undefined;
+  // The renewal in flight: its request's bound, or its place in a batch (src/batch.ts).
+  let renewing: Pick<Bounded, "abort"> | undefined;
   let inflight: Promise<void> | undefined;
   let released: Promise<void> | undefined;
   let lastError: unknown;
@@ -156,14 +165,21 @@ export function createLease(
   const renewOnce = (): Promise<void> => {
     if (ended) return Promise.reject(reason());
     inflight ??= (async () => {
-      const tSend = now();
-      // The lease ending meanwhile aborts it with the lease's reason (see `end`).
-      const bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
-      renewing = bounded;
+      let tSend = now();
+      let bounded: Bounded | undefined;
       try {
-        const ours = await bounded.race(
-          backend.renew({ key, nonce, ttl, signal: bounded.signalFor(backend) }),
-        );
+        let ours: boolean;
+        // The lease ending meanwhile aborts it with the lease's reason (see `end`).
+        if (backend.renewMany) {
+          // In the backend's next batch, whose send time sets the deadline (§4.3).
+          [tSend, ours] = await new Promise<[number, boolean]>((resolve, reject) => {
+            renewing = { abort: reject };
+            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject });
+          });
+        } else {
+          renewing = bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
+          ours = await bounded.race(backend.renew({ key, nonce, ttl, signal: bounded.signalFor(backend) }));
+        }
         if (ended) throw reason();
         // No resurrection: a reply that lands after the deadline does not extend it.
         if (now() >= deadline) lose("late", "a renewal was answered after its deadline");
@@ -176,7 +192,6 @@ export function createLease(
         if (ended) throw reason();
         deadline = tSend + ttl - guard;
         lastError = undefined;
-        arm();
         emit?.({ type: "renewed", token, latency: now() - tSend, margin: deadline - now() });
       } catch (error) {
         if (!ended) {
@@ -185,7 +200,7 @@ export function createLease(
         }
         throw error;
       } finally {
-        bounded.done();
+        bounded?.done();
         renewing = undefined;
         inflight = undefined;
       }
@@ -214,11 +229,12 @@ export function createLease(
       return;
     }
     renewDue = NEVER;
-    arm();
+    // A batch settles within its bound, before the deadline (src/batch.ts): no timer meanwhile.
+    if (!backend.renewMany) arm();
     renewOnce().then(
       () => {
         failures = 0;
-        renewDue = renewalAt(deadline, ttl, guard, now());
+        renewDue = due(backend, renewalAt(deadline, ttl, guard, now()), ttl);
         arm();
       },
       () => {
@@ -229,8 +245,14 @@ export function createLease(
     );
   }
 
-  // Scheduled from the deadline this lease has: a grant answered late renews at once (§4.3).
-  if (init.renew) renewDue = renewalAt(deadline, ttl, guard, now());
+  // Scheduled from the deadline this lease has: a grant answered late renews at once. Batched
+  // (many leases), the first renewal is spread over a whole period (§4.3).
+  if (init.renew)
+    renewDue = due(
+      backend,
+      renewalAt(deadline, ttl, guard, now(), backend.renewMany ? firstRenewalDelay(ttl) : undefined),
+      ttl,
+    );
   arm();
 
   const release = (): Promise<void> =>
@@ -257,26 +279,63 @@ export function createLease(
       }
     })());
 
-  return {
-    name: key,
-    mode: init.mode ?? "exclusive",
-    owner: init.owner,
-    token,
-    get signal() {
-      if (!ctrl) {
-        ctrl = new AbortController();
-        if (ended) ctrl.abort(reason());
-      }
-      return ctrl.signal;
-    },
-    get valid() {
-      return checkDeadline();
-    },
-    get expiresAt() {
-      return Date.now() + (deadline - now());
-    },
-    renew: renewOnce,
-    release,
-    [Symbol.asyncDispose]: release,
-  };
+  return new Handle(key, init.mode ?? "exclusive", init.owner, token, renewOnce, release, (what) => {
+    if (what === 1) return checkDeadline();
+    if (what === 2) return Date.now() + (deadline - now());
+    if (!ctrl) {
+      ctrl = new AbortController();
+      if (ended) ctrl.abort(reason());
+    }
+    return ctrl.signal;
+  });
+}
+
+/**
+ * When a lease renews that is due at `at`: batched, on the grid of its ttl, a little early, so
+ * that the leases due in one cell of it renew in one wake-up of the event loop and one request
+ * (§4.3). (Not a closure per lease: thousands of leases pay for each.)
+ */
+const due = (backend: Backend, at: number, ttl: number): number => (backend.renewMany ? onGrid(at, ttl) : at);
+
+/**
+ * A lease's handle. A class, so that its getters are on the prototype, once: on V8 an object
+ * literal with getters is a dictionary (about 450 bytes per lease, docs/DESIGN.md §4.8). `read`
+ * answers the getters from the lease's closure: 0 the signal, 1 `valid`, 2 `expiresAt`.
+ */
+class Handle implements Lease {
+  readonly name: string;
+  readonly mode: LockMode;
+  readonly owner: string;
+  readonly token: number;
+  readonly renew: () => Promise<void>;
+  readonly release: () => Promise<void>;
+  readonly [Symbol.asyncDispose]!: () => Promise<void>;
+  readonly #read: (what: 0 | 1 | 2) => unknown;
+  constructor(
+    name: string,
+    mode: LockMode,
+    owner: string,
+    token: number,
+    renew: () => Promise<void>,
+    release: () => Promise<void>,
+    read: (what: 0 | 1 | 2) => unknown,
+  ) {
+    this.name = name;
+    this.mode = mode;
+    this.owner = owner;
+    this.token = token;
+    this.renew = renew;
+    this.release = release;
+    this[Symbol.asyncDispose] = release; // both work unbound
+    this.#read = read;
+  }
+  get signal(): AbortSignal {
+    return this.#read(0) as AbortSignal;
+  }
+  get valid(): boolean {
+    return this.#read(1) as boolean;
+  }
+  get expiresAt(): number {
+    return this.#read(2) as number;
+  }
 }

@@ -33,13 +33,38 @@ export function renewalWindow(ttl: number): { earliest: number; latest: number }
 }
 
 /**
- * When a lease whose deadline is `deadline` renews next: ttl / 3 (±10 %) after the send time of
- * the request that set that deadline (deadline − (ttl − guard)), not after its reply, and never
- * before `at` (now). A grant that arrived late (a hand-over late in a held request, a slow reply)
- * thus renews at once rather than after its deadline.
+ * The first background renewal of a lease: anywhere from 10 % to 110 % of ttl / 3 after its
+ * acquire was sent, never later than {@link renewalDelay} allows. Leases acquired together (a
+ * service taking its thousands at start) so renew spread over a whole period from the start,
+ * rather than together ever after with only ±10 % between them.
  */
-export function renewalAt(deadline: number, ttl: number, guard: number, at: number): number {
-  return Math.max(at, deadline - (ttl - guard) + renewalDelay(ttl));
+export function firstRenewalDelay(ttl: number): number {
+  return (ttl / 3) * (0.1 + Math.random());
+}
+
+/**
+ * When a lease whose deadline is `deadline` renews next: `delay` (default ttl / 3 ± 10 %) after
+ * the send time of the request that set that deadline (deadline − (ttl − guard)), not after its
+ * reply, and never before `at` (now). A grant that arrived late (a hand-over late in a held
+ * request, a slow reply) thus renews at once rather than after its deadline.
+ */
+export function renewalAt(
+  deadline: number,
+  ttl: number,
+  guard: number,
+  at: number,
+  delay: number = renewalDelay(ttl),
+): number {
+  return Math.max(at, deadline - (ttl - guard) + delay);
+}
+
+/**
+ * `at` moved back onto the grid of min(100 ms, ttl / 50) on the monotonic clock: a batched lease's
+ * renewal comes up to that much early, never late, and the leases of one backend due in one cell
+ * of the grid renew together (one wake-up of the event loop, one request).
+ */
+export function onGrid(at: number, ttl: number): number {
+  return at - (at % Math.min(100, ttl / 50));
 }
 
 /** The time a renewal request may take: min(ttl / 5, time left to the deadline). */

@@ -12,6 +12,7 @@ import type { DynamoDBResult } from "../dynamodb.ts";
 import type { FailoverSeries } from "../failover.ts";
 import type { HandoverResult } from "../handover.ts";
 import { type Contender, type LatencyResult, OPS, type Op } from "../latency.ts";
+import type { ManyResult } from "../many.ts";
 import type { OnceResult } from "../once.ts";
 import type { QuorumRow } from "../quorum.ts";
 import type { RoundTrips } from "../roundtrips.ts";
@@ -57,6 +58,8 @@ export interface Results {
   shared?: SharedResult;
   /** Item 16 (bench/handover.ts); absent from runs before it existed. */
   handover?: HandoverResult;
+  /** Item 17 (bench/many.ts); absent from runs before it existed. */
+  many?: ManyResult;
   /** Item 13 (bench/changes.ts), per runtime; absent from runs before it existed. */
   changes?: ChangesResult[];
   /** Item 13's bundle sizes per version (core + upstash, core + azure-blob); absent before it existed. */
@@ -156,6 +159,15 @@ export function evaluateTargets(res: Results): Target[] {
       target: `${row.label} ≤ ${budget} B min+gzip`,
       result: `${row.gzip} B (${kb(row.gzip)})`,
       met: row.gzip <= budget,
+    });
+  }
+  for (const row of res.many?.rows ?? []) {
+    if (row.leases !== 10_000 || !row.batched) continue;
+    t.push({
+      id: `many-${row.backend}`,
+      target: `${row.backend}: 10 000 held leases (ttl 15 s) ≤ 5 % of one core, a few hundred bytes each beyond the lease, renewals spread evenly`,
+      result: `${(row.cpu * 100).toFixed(1)} % of a core, ${row.heapPerLease} B per held lease, spread ${row.spread.toFixed(2)}, ${row.requestsPerSecond} req/s, ${row.lost} lost`,
+      met: row.cpu <= 0.05 && row.lost === 0,
     });
   }
   if (res.clients) {
@@ -608,6 +620,7 @@ export function renderMarkdown(res: Results, analysis: string[] = explain(res)):
   if (res.once) out.push(onceSection(res.once));
   if (res.shared) out.push(sharedSection(res.shared));
   if (res.handover) out.push(handoverSection(res.handover));
+  if (res.many) out.push(manySection(res.many));
   return out.join("\n");
 }
 
@@ -633,6 +646,37 @@ function handoverSection(r: HandoverResult): string {
   }
   out.push("");
   return out.join("\n");
+}
+
+/** Item 16's table (bench/many.ts), as RESULTS.md and the console show it. */
+export function manyTable(r: ManyResult): string[] {
+  const out = [
+    "| backend | leases | renewals | CPU (one core) | heap / lease | timers (ref'ed) | req/s | renewals/s | spread: max / p99 over mean, per 100 ms | lost |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  for (const x of r.rows)
+    out.push(
+      `| ${x.backend} | ${x.leases.toLocaleString("en-US")} | ${x.batched ? "batched" : "one request each"} | ${(x.cpu * 100).toFixed(1)} % | ${x.heapPerLease} B | ${x.timers} (${x.refTimers}) | ${x.requestsPerSecond} | ${x.renewalsPerSecond} | ${x.spread.toFixed(2)} / ${(x.spread99 ?? 0).toFixed(2)} | ${x.lost} |`,
+    );
+  return out;
+}
+
+function manySection(r: ManyResult): string {
+  return [
+    "## 17. Many leases in one process",
+    "",
+    `1 000 and 10 000 leases held by one Node process (ttl ${r.ttl / 1000} s, background renewal), each lease on a name of its own (one mutex per name), through one \`redis(client)\` over one ioredis client, or one \`upstash(…)\` through the Upstash REST bridge; **batched**: renewals in batches (\`renewMany\`, DESIGN §4.3), **one request each**: the same backend with \`renewMany\` taken away. ` +
+      "Each row runs in a child process of its own running src/ bundled by esbuild, as an app ships it (through tsx, every closure would carry a name of its own, 256 bytes each); the servers (redis-server, the bridge) run in other processes. " +
+      `**CPU**: \`process.cpuUsage()\` (user + system, every thread of the process) over a steady window of ${(r.windowMs / 1000).toFixed(0)} s (two renewal periods and more), as a share of one core. ` +
+      "**heap / lease**: `heapUsed` after `gc()` (node --expose-gc) with the leases held, less `heapUsed` after `gc()` before acquiring them (the mutexes already made), per lease: everything a held lease keeps alive, its handle, closures and timer included. " +
+      "**timers**: timers pending in the middle of the window (`setTimeout` counted; a lease's timer is unref'ed, so `process.getActiveResourcesInfo()`, in brackets, does not list it). " +
+      "**req/s**: requests to the backend per second in the window. **spread**: keys renewed per 100 ms in the window, the largest bucket and the 99th percentile bucket over the mean (1 is perfectly even; a pause of the event loop, a GC or the machine, piles the renewals of its cells into one bucket and shows in the largest only). **lost**: leases lost during the run. " +
+      "The two backends of one row run at the same time, on a machine that others share: CPU and spread are this run's, not a floor." +
+      (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
+    "",
+    ...manyTable(r),
+    "",
+  ].join("\n");
 }
 
 function onceSection(r: OnceResult): string {

@@ -1,5 +1,6 @@
 // The checks of the optional capabilities (src/backend.ts), each passing at once on a backend
-// without it: raiseFence, observed expiry, waiting in line (acquireQueued), wake on release (watch).
+// without it: raiseFence, observed expiry, waiting in line (acquireQueued), wake on release (watch),
+// renewMany.
 import type { Backend } from "../backend.ts";
 import { isLockError } from "../errors.ts";
 import type { Lease } from "../lease.ts";
@@ -257,6 +258,37 @@ function waitingChecks(setup: Setup, ttl: number): ConformanceCheck[] {
         assert(info?.owner === "next", `the holder is ${JSON.stringify(info?.owner)}, expected "next"`);
         assert(!info.waiters, `${info.waiters} waiter(s) left in line after everyone was served`);
         await lease.release();
+      },
+    },
+    {
+      name: "renewMany, where offered: renews each key its nonce holds, answers false for the others, in order, and touches nothing else",
+      timeout: 30_000 + ttl * 4,
+      async run() {
+        const { backend, name } = await setup();
+        if (!backend.renewMany) return;
+        const keys = [`${name}-a`, `${name}-b`, `${name}-c`, `${name}-free`];
+        const nonces = keys.map(() => crypto.randomUUID());
+        for (const [i, key] of keys.slice(0, 3).entries()) {
+          const r = await backend.acquire({ key, owner: `o${i}`, nonce: nonces[i]!, ttl });
+          assert(r.ok, `the acquire of ${key} failed on a free name`);
+        }
+        // b is another holder's: its nonce in the batch is not the holder's.
+        const requests = keys.map((key, i) => ({
+          key,
+          nonce: i === 1 ? crypto.randomUUID() : nonces[i]!,
+          ttl: ttl * 3,
+        }));
+        const answers = await backend.renewMany({ requests });
+        assert(
+          JSON.stringify(answers) === "[true,false,true,false]",
+          `renewMany answered ${JSON.stringify(answers)}, expected [true,false,true,false]`,
+        );
+        await sleep(ttl * 1.5);
+        const [a, b, c, free] = await Promise.all(keys.map((key) => backend.inspect({ key })));
+        assert(a?.owner === "o0" && c?.owner === "o2", "a key renewed by renewMany expired at its first ttl");
+        assert(b === null, `the key whose nonce did not match was renewed (holder ${JSON.stringify(b)})`);
+        assert(free === null, `renewMany took a free key (holder ${JSON.stringify(free)})`);
+        for (const i of [0, 2]) await backend.release({ key: keys[i]!, nonce: nonces[i]! });
       },
     },
   ];

@@ -83,7 +83,13 @@ describe("the mode option", () => {
       await expect(mutex.acquire({ ...shared, timeout: 1_000 })).rejects.toThrow(named);
     }
     expect(requests).toBe(0);
-    expect(capabilities(memory())).toEqual({ shared: true, queued: false, once: true, watch: true });
+    expect(capabilities(memory())).toEqual({
+      shared: true,
+      queued: false,
+      once: true,
+      watch: true,
+      batch: false,
+    });
     expect(capabilities(memory({ expiry: "observed" })).shared).toBe(false);
   });
 

@@ -229,19 +229,21 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     return abortableCall(run(script, keys, args.map(String)), signal, clientError);
   }
 
+  const backend = scriptBackend({
+    name: NAME,
+    prefix,
+    evaluate: call,
+    read: (key, signal) => call(INSPECT, [key, `${key}:readers`], [], signal),
+    malformed: (reply) => malformed(NAME, reply, clean),
+    counterLoss:
+      "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
+    onFenceHealed,
+    listen: open && listener(open, clientError),
+  });
+  // A cluster runs a script only over keys of one slot, and the leases of many names are in many:
+  // their renewals go one request each there (ioredis Cluster, node-redis createCluster).
+  const c = client as { isCluster?: unknown; getSlotMaster?: unknown };
+  if (c.isCluster === true || typeof c.getSlotMaster === "function") delete backend.renewMany;
   // A sent command cannot be taken back: the core bounds each request by racing it (RACED).
-  return Object.assign(
-    scriptBackend({
-      name: NAME,
-      prefix,
-      evaluate: call,
-      read: (key, signal) => call(INSPECT, [key, `${key}:readers`], [], signal),
-      malformed: (reply) => malformed(NAME, reply, clean),
-      counterLoss:
-        "by eviction (set maxmemory-policy to noeviction), or by a restart without persistence, a failover or a flush that lost writes",
-      onFenceHealed,
-      listen: open && listener(open, clientError),
-    }),
-    { [RACED]: true },
-  );
+  return Object.assign(backend, { [RACED]: true });
 }

@@ -45,6 +45,16 @@ return 0`;
 export const CHANNEL = "leasehold:";
 const FREED = `redis.pcall("PUBLISH","${CHANNEL}"..KEYS[1],1)`;
 
+// KEYS lock1, lock2, ...; ARGV nonce1, ttl1, nonce2, ttl2, ... RENEW on each lock: {1 or 0 per
+// lock, in order}. (renewMany: the leases of many names, so no hash tag in common: never sent on a
+// cluster.)
+export const RENEW_MANY = `local r={}
+for i=1,#KEYS do
+local n,v=ARGV[2*i-1].."|",redis.call("GET",KEYS[i])
+r[i]=v and v:sub(1,#n)==n and redis.call("PEXPIRE",KEYS[i],ARGV[2*i]) or 0
+end
+return r`;
+
 // KEYS[1] lock; ARGV nonce. 1 when deleted (publishing the release), 0 when the lock is not ours.
 export const RELEASE: string = `local n,v=ARGV[1].."|",redis.call("GET",KEYS[1])
 if v and v:sub(1,#n)==n then ${FREED} return redis.call("DEL",KEYS[1]) end

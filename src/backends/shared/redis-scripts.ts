@@ -30,6 +30,7 @@ import {
   RELEASE_ANY,
   RELEASE_SHARED,
   RENEW,
+  RENEW_MANY,
   RENEW_SHARED,
 } from "./redis-lua.ts";
 
@@ -324,6 +325,19 @@ export function scriptBackend(runner: ScriptRunner): Backend {
 
     renew: ({ key, nonce, ttl, signal }) =>
       ours(RENEW, [lockKey(key)], [nonceArg(nonce), ttlArg(ttl)], signal),
+
+    // The renewals of many leases in one script (RENEW_MANY): one answer per key.
+    async renewMany({ requests, signal }): Promise<boolean[]> {
+      const r = await evaluate(
+        RENEW_MANY,
+        requests.map((q) => lockKey(q.key)),
+        requests.flatMap((q) => [nonceArg(q.nonce), ttlArg(q.ttl)]),
+        signal,
+      );
+      if (!Array.isArray(r) || r.length !== requests.length || r.some((x) => x !== 0 && x !== 1))
+        throw malformed(r);
+      return r.map((x) => x === 1);
+    },
 
     async release({ key, nonce, signal }): Promise<void> {
       await ours(RELEASE, [lockKey(key)], [nonceArg(nonce)], signal);
