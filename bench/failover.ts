@@ -48,6 +48,14 @@ function freezable(store: Backend) {
       return store.renew(r);
     },
     release: (r) => (frozen ? new Promise<void>(() => {}) : store.release(r)),
+    // Batched renewals freeze too (upstash batches them: renewMany).
+    ...(store.renewMany && {
+      renewMany: (r: Parameters<NonNullable<Backend["renewMany"]>>[0]) => {
+        if (frozen) return new Promise<boolean[]>(() => {});
+        lastSent = performance.now();
+        return store.renewMany!(r);
+      },
+    }),
   };
   return { backend, freeze: () => (frozen = true), lastSent: () => lastSent };
 }
