@@ -25,9 +25,10 @@ const open = new WeakMap<Backend, Pending[]>();
 
 /**
  * Adds `p` to the next batch of `backend` (which has `renewMany`): sent min(20 ms, ttl / 50)
- * after its first renewal was added, or as soon as it holds 256. @internal
+ * after its first renewal was added, as soon as it holds 256, or, `now` (a renewal the caller
+ * asked for: `lease.renew()`), once this turn of the event loop is over. @internal
  */
-export function renewInBatch(backend: Backend, p: Pending): void {
+export function renewInBatch(backend: Backend, p: Pending, now?: boolean): void {
   let batch = open.get(backend);
   if (!batch) {
     const b: Pending[] = [];
@@ -36,7 +37,9 @@ export function renewInBatch(backend: Backend, p: Pending): void {
     // Kept alive: someone may await lease.renew(), as a request in flight would keep it.
     timer(Math.min(20, p.ttl / 50), () => send(backend, b), true);
   }
-  if (batch.push(p) >= MOST) send(backend, batch);
+  const b = batch;
+  if (b.push(p) >= MOST) send(backend, b);
+  else if (now) queueMicrotask(() => send(backend, b));
 }
 
 /**

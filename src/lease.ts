@@ -162,7 +162,10 @@ export function createLease(
     cancel = timer(at - now(), tick);
   };
 
-  const renewOnce = (): Promise<void> => {
+  // `background`: the timer's renewal, which waits for the backend's next batch where it has
+  // renewMany; `lease.renew()` is asked for now: its batch leaves at once (with the renewals asked
+  // for in the same turn of the event loop).
+  const renewOnce = (background?: boolean): Promise<void> => {
     if (ended) return Promise.reject(reason());
     inflight ??= (async () => {
       let tSend = now();
@@ -174,7 +177,7 @@ export function createLease(
           // In the backend's next batch, whose send time sets the deadline (§4.3).
           [tSend, ours] = await new Promise<[number, boolean]>((resolve, reject) => {
             renewing = { abort: reject };
-            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject });
+            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject }, !background);
           });
         } else {
           renewing = bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
@@ -231,7 +234,7 @@ export function createLease(
     renewDue = NEVER;
     // A batch settles within its bound, before the deadline (src/batch.ts): no timer meanwhile.
     if (!backend.renewMany) arm();
-    renewOnce().then(
+    renewOnce(true).then(
       () => {
         failures = 0;
         renewDue = due(backend, renewalAt(deadline, ttl, guard, now()), ttl);
@@ -279,15 +282,23 @@ export function createLease(
       }
     })());
 
-  return new Handle(key, init.mode ?? "exclusive", init.owner, token, renewOnce, release, (what) => {
-    if (what === 1) return checkDeadline();
-    if (what === 2) return Date.now() + (deadline - now());
-    if (!ctrl) {
-      ctrl = new AbortController();
-      if (ended) ctrl.abort(reason());
-    }
-    return ctrl.signal;
-  });
+  return new Handle(
+    key,
+    init.mode ?? "exclusive",
+    init.owner,
+    token,
+    () => renewOnce(),
+    release,
+    (what) => {
+      if (what === 1) return checkDeadline();
+      if (what === 2) return Date.now() + (deadline - now());
+      if (!ctrl) {
+        ctrl = new AbortController();
+        if (ended) ctrl.abort(reason());
+      }
+      return ctrl.signal;
+    },
+  );
 }
 
 /**
