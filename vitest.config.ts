@@ -17,9 +17,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Most files wait on timers, servers and child processes rather than on the CPU: on a 2-core
     // machine vitest's default (one worker per core but one) would run them one after another.
-    // Three at once: a full run used a third of two cores with two (13 min, 8 min of CPU). Four:
-    // with three a full run took 13 min of wall time on 18 min of CPU (issue 29's suites added
-    // wake-on-release and batch tests that wait on servers), over the 12 minutes npm test may take.
-    maxWorkers: 4,
+    // Three at once: a full run used a third of two cores with two (13 min, 8 min of CPU).
+    maxWorkers: 3,
   },
 });
