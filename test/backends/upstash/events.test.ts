@@ -105,10 +105,11 @@ describe("onEvent on upstash", () => {
     const n = types().length - 2;
     expect(n).toBeGreaterThanOrEqual(2);
     // The timeout may cut the last attempt's request short (on a loaded machine, say): then that
-    // attempt is a retryable error, and the acquire still fails with the timeout.
+    // attempt is an error, retryable or the timeout itself (the reason its request was aborted
+    // with), and the acquire still fails with the timeout.
     const last = events.at(-2);
     const cut = last?.type === "attempt" && last.outcome === "error";
-    if (cut) expect(last).toMatchObject({ retryable: true });
+    if (cut) expect(last.retryable || last.code === "ERR_LOCK_TIMEOUT", JSON.stringify(last)).toBe(true);
     const attempts = [...Array(cut ? n - 1 : n).fill("attempt:taken"), ...(cut ? ["attempt:error"] : [])];
     expect(types()).toEqual(["acquiring", ...attempts, "acquire-failed"]);
     expect(events.at(-1)).toMatchObject({ code: "ERR_LOCK_TIMEOUT", attempts: n });
