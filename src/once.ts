@@ -1,9 +1,9 @@
 // runOnce: a scheduled job runs once per fire across the fleet (docs/DESIGN.md §17). A face over
 // the engine (engine.ts), like mutex.ts: one attempt, or acquire()'s wait with `standby`, on the
 // fire's own key; the backend's optional `complete` (FireRecord) records the fire as done.
-import type { Backend, FireHolder } from "./backend.ts";
+import type { Backend, CompleteRequest, FireHolder } from "./backend.ts";
 import { isLease, keyAttempt, observe, runWith, waitFor } from "./engine.ts";
-import { LeaseLostError } from "./errors.ts";
+import { BackendError, LeaseLostError } from "./errors.ts";
 import type { Lease } from "./lease.ts";
 import type { Mutex } from "./mutex.ts";
 import {
@@ -19,7 +19,9 @@ import {
   optionsOf,
   textProblem,
 } from "./options.ts";
-import { MAX_DELAY } from "./time.ts";
+import { requestSignal } from "./signals.ts";
+import { MAX_DELAY, NEVER, now, sleep } from "./time.ts";
+import { backoff, quietBound } from "./timing.ts";
 
 /** What identifies one fire: epoch ms (a safe integer), a valid Date, or a string id. */
 export type Fire = number | Date | string;
@@ -158,7 +160,7 @@ class FireDone extends Error {
  * it itself with a greater token.
  *
  * When `fn` throws or its lease is lost, the fire is not recorded: a standby or a later call runs
- * it again. On a store that expires locks by observation (deno-kv, dynamodb: docs/DESIGN.md §14)
+ * it again. A record that fails retryably is sent again until the lease's deadline. On a store that expires locks by observation (deno-kv, dynamodb: docs/DESIGN.md §14)
  * a crashed runner's fire is taken over only by a standby, whose wait watches it for a ttl; a call
  * without `standby` answers `running` until then. `fn`'s error is rethrown; a lease lost before the record was written rejects with
  * {@link LeaseLostError} (the fire may have to run again: fence its effects with `lease.token`).
@@ -275,21 +277,85 @@ export async function runOnce<T>(
   // run()'s release after `fn`: a plain one when `fn` threw or the lease was lost meanwhile (the
   // fire stays runnable), `complete` when it succeeded on a lease still held.
   const held = lease;
-  const value = await runWith(
-    async () => held,
-    async (signal, lease) => {
-      const value = await fn(signal, lease);
-      if (!lease.valid) throw lease.signal.reason;
-      finishing = granted;
-      return value;
-    },
-  );
+  let value!: Awaited<T>;
+  // When `fn` succeeded: the monotonic instant of the lease's local deadline, before which the
+  // store still holds the lock for it (the renewals stop with the release).
+  let until = 0;
+  try {
+    await runWith(
+      async () => held,
+      async (signal, lease) => {
+        value = await fn(signal, lease);
+        if (!lease.valid) throw lease.signal.reason;
+        until = now() + lease.expiresAt - Date.now();
+        finishing = granted;
+      },
+    );
+  } catch (error) {
+    // `fn` succeeded on a lease still held, but its record failed in a way worth retrying (no
+    // answer, a busy store): the fire ran, so record it again while the lock is still ours, not
+    // leave it to run again once the lock expires.
+    if (finishing === undefined || completed !== undefined || !retryable(error)) throw error;
+    completed = await recordAgain(
+      backend,
+      complete,
+      { key, nonce: finishing, retain },
+      held,
+      o.ttl,
+      until,
+      error,
+    );
+  }
   if (completed !== true) {
     throw new LeaseLostError(
       `lease on "${key}" lost before the fire was recorded as done: ${completed === false ? "the backend no longer had it (it expired there or was deleted, or another owner took it)" : "its record was not written"}`,
     );
   }
   return { ran: true, value, token: lease.token };
+}
+
+const retryable = (error: unknown): boolean => error instanceof BackendError && error.retryable;
+
+/**
+ * Sends a fire's record `r` again after its request failed with the retryable `first`, with
+ * backoff from 25 ms, while the lock is still `lease`'s on the store (before `until`, monotonic),
+ * each request bounded like a release. A `false` answer is checked with `inspect`: an earlier
+ * request whose answer was lost may have written the record (then `true`). Resolves whether the
+ * record is the lease's; rejects with the last error when `until` passes, or with one not worth
+ * retrying.
+ */
+async function recordAgain(
+  backend: Backend,
+  complete: NonNullable<Backend["complete"]>,
+  r: Omit<CompleteRequest, "signal">,
+  lease: Lease,
+  ttl: number,
+  until: number,
+  first: unknown,
+): Promise<boolean> {
+  const send = async <R>(op: string, room: number, request: (signal?: AbortSignal) => Promise<R>) => {
+    const b = requestSignal(backend.name, op, Math.min(quietBound(ttl), room));
+    try {
+      return await b.race(request(b.signalFor(backend)));
+    } finally {
+      b.done();
+    }
+  };
+  let last = first;
+  for (let failures = 1; ; failures++) {
+    const pause = backoff(failures, 1_000);
+    const room = until - now() - pause;
+    if (room <= 0) throw last;
+    await sleep(pause);
+    try {
+      if (await send("complete", room, (signal) => complete.call(backend, { ...r, signal }))) return true;
+      const h = await send("inspect", NEVER, (signal) => backend.inspect({ key: r.key, signal }));
+      return h?.done === true && h.owner === lease.owner && h.token === lease.token;
+    } catch (error) {
+      if (!retryable(error)) throw error;
+      last = error;
+    }
+  }
 }
 
 /**

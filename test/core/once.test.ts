@@ -2,8 +2,16 @@
 // about time: the fire's key, done and running, a failed or lost run left runnable, the standby's
 // wait and takeover, the record's expiry, and the checks of the arguments.
 import { describe, expect, it, vi } from "vitest";
+import type { CompleteRequest } from "../../src/backend.ts";
 import { memory } from "../../src/backends/memory/index.ts";
-import { createMutex, LeaseLostError, LockTimeoutError, nearestTick, runOnce } from "../../src/index.ts";
+import {
+  BackendError,
+  createMutex,
+  LeaseLostError,
+  LockTimeoutError,
+  nearestTick,
+  runOnce,
+} from "../../src/index.ts";
 import { fireId, fireKey } from "../../src/once.ts";
 import { counterOf } from "../../src/slots.ts";
 import { backendWith, fakeClockInEachTest } from "../harness/doubles.ts";
@@ -169,6 +177,68 @@ describe("runOnce", () => {
     await expect(runOnce(mutex, "t", () => 1)).rejects.toBeInstanceOf(LeaseLostError);
     expect(await store.inspect({ key: "job:fire:t" })).toMatchObject({ owner: mutex.owner });
     expect((await store.inspect({ key: "job:fire:t" }))?.done).toBeUndefined();
+  });
+
+  // The faults below (a busy store, a lost answer) are doubles: a real store cannot be made to
+  // fail one given request. test/system/once-fleet.test.ts meets them for real on Deno KV.
+  const busy = () => new BackendError("database is locked", { backend: "memory", retryable: true });
+  /** What `p` settles to once the fake clock has moved past the 1 s lease's deadline. */
+  const settled = async <T>(p: Promise<T>): Promise<{ value?: T; error?: unknown }> => {
+    const out = p.then(
+      (value) => ({ value }),
+      (error: unknown) => ({ error }),
+    );
+    await vi.advanceTimersByTimeAsync(2_000);
+    return out;
+  };
+
+  it("a record that fails retryably is sent again while the lock is ours: the fire ran, so it is recorded", async () => {
+    const store = memory();
+    let failures = 2;
+    const complete = vi.fn((r: CompleteRequest) =>
+      failures-- > 0 ? Promise.reject(busy()) : store.complete(r),
+    );
+    const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
+    const runs = vi.fn(() => "sent");
+    expect((await settled(runOnce(mutex, "t", runs))).value).toEqual({ ran: true, value: "sent", token: 1 });
+    expect(runs).toHaveBeenCalledTimes(1);
+    expect(complete).toHaveBeenCalledTimes(3);
+    expect(await runOnce(createMutex(store, { name: "job" }), "t", runs)).toMatchObject({
+      ran: false,
+      reason: "done",
+      by: { owner: mutex.owner, token: 1 },
+    });
+  });
+
+  it("a record whose answer was lost, sent again, is found to be the lease's own", async () => {
+    const store = memory();
+    let lost = true;
+    const complete = async (r: CompleteRequest) => {
+      const done = await store.complete(r);
+      if (!lost) return done;
+      lost = false;
+      throw busy();
+    };
+    const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
+    expect((await settled(runOnce(mutex, "t", () => 1))).value).toEqual({ ran: true, value: 1, token: 1 });
+  });
+
+  it("a record that keeps failing is tried until the lease's deadline, then rejects with the store's error; a non-retryable error at once", async () => {
+    const store = memory();
+    const complete = vi.fn(() => Promise.reject(busy()));
+    const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
+    const t0 = Date.now();
+    let failed = 0;
+    const { error } = await settled(runOnce(mutex, "t", () => 1).finally(() => (failed = Date.now() - t0)));
+    expect(String(error)).toMatch(/database is locked/);
+    // Retried (25, 50, 100… ms apart), never past the lease's local deadline.
+    expect(complete.mock.calls.length).toBeGreaterThan(3);
+    expect(failed).toBeLessThan(1_000);
+    const denied = new BackendError("forbidden", { backend: "memory", retryable: false });
+    const once = vi.fn(() => Promise.reject(denied));
+    const other = createMutex(backendWith({ ...store, complete: once }), { name: "job2", ttl: 1_000 });
+    await expect(runOnce(other, "t", () => 1)).rejects.toBe(denied);
+    expect(once).toHaveBeenCalledTimes(1);
   });
 
   it("a lease lost during fn is not recorded: the fire runs again", async () => {
