@@ -43,6 +43,13 @@ async function timed(run: Run): Promise<{ status: number; ms: number }> {
   return { status, ms: performance.now() - start };
 }
 
+/**
+ * How long a run may take whose own bound is `bound` ms: that, plus twice the start and exit of a
+ * `--version` run measured beside it (a loaded machine starts processes slowly: a status bounded
+ * at 3 s took 10.2 s under a full test run's load), plus 3 s.
+ */
+const allowed = (bound: number, startup: number) => bound + 2 * startup + 3_000;
+
 describe.each(["upstash", "redis"] as const)("the command line against a %s server", (backend) => {
   it("that accepts and never answers: status exits 69 after max(ttl/5, 1 s) naming the backend, exec 69 within its bound, lead reports", async () => {
     const env = envs(silentPort)[backend];
@@ -51,11 +58,19 @@ describe.each(["upstash", "redis"] as const)("the command line against a %s serv
     const once = cli(["exec", "--name", "silent", "--", "true"], { env });
     const waited = cli(["exec", "--name", "silent", "--timeout", "1000", "--", "true"], { env });
     const lead = cli(["lead", "--name", "silent", "--", "true"], { env });
-    const [s, p, e, w] = await Promise.all([timed(status), timed(permits), timed(once), timed(waited)]);
+    const version = cli(["--version"], { env });
+    const [s, p, e, w, v] = await Promise.all([
+      timed(status),
+      timed(permits),
+      timed(once),
+      timed(waited),
+      timed(version),
+    ]);
+    expect(v.status, version.stderr).toBe(0);
     // status: 3 s (max(15000/5, 1000)); measured 3.5-3.9 s with the process's start. It waited
     // 30 s (upstash) or 10 s (redis) and exited 1 before.
     expect(s.status, status.stderr).toBe(69);
-    expect(s.ms).toBeLessThan(8_000);
+    expect(s.ms).toBeLessThan(allowed(3_000, v.ms));
     expect(status.stdout).toBe("");
     expect(status.stderr).toMatch(
       new RegExp(
@@ -64,20 +79,20 @@ describe.each(["upstash", "redis"] as const)("the command line against a %s serv
     );
     // status --limit: each permit's read has the same bound.
     expect(p.status, permits.stderr).toBe(69);
-    expect(p.ms).toBeLessThan(8_000);
+    expect(p.ms).toBeLessThan(allowed(3_000, v.ms));
     expect(permits.stderr).toMatch(/inspect got no answer within 3000 ms/);
     // exec: one attempt, bounded by the acquire request's own bound (about 11 s measured).
     expect(e.status, once.stderr).toBe(69);
-    expect(e.ms).toBeLessThan(25_000);
+    expect(e.ms).toBeLessThan(allowed(20_000, v.ms));
     expect(once.stderr).toMatch(/no answer/);
     // exec --timeout: the wait's bound, and 69 (not 75: nobody was seen holding it).
     expect(w.status, waited.stderr).toBe(69);
-    expect(w.ms).toBeLessThan(8_000);
+    expect(w.ms).toBeLessThan(allowed(3_000, v.ms));
     expect(waited.stderr).toMatch(/could not reach the backend within 1000 ms: .*no answer/);
     // lead campaigns for as long as it runs: each failed attempt is heard of, none in silence.
     const start = performance.now();
     while (!/campaigning for "silent": the backend failed: .*no answer/.test(lead.stderr)) {
-      expect(performance.now() - start, lead.stderr).toBeLessThan(25_000);
+      expect(performance.now() - start, lead.stderr).toBeLessThan(allowed(20_000, v.ms));
       await new Promise((r) => setTimeout(r, 50));
     }
     lead.child.kill("SIGTERM");
@@ -89,13 +104,15 @@ describe.each(["upstash", "redis"] as const)("the command line against a %s serv
     const status = cli(["status", "--name", "refused"], { env });
     const once = cli(["exec", "--name", "refused", "--", "true"], { env });
     const lead = cli(["lead", "--name", "refused", "--", "true"], { env });
-    const [s, e] = await Promise.all([timed(status), timed(once)]);
-    expect([s.status, e.status], status.stderr + once.stderr).toEqual([69, 69]);
-    expect(Math.max(s.ms, e.ms)).toBeLessThan(8_000);
+    const version = cli(["--version"], { env });
+    const [s, e, v] = await Promise.all([timed(status), timed(once), timed(version)]);
+    expect([s.status, e.status, v.status], status.stderr + once.stderr).toEqual([69, 69, 0]);
+    // At once: a refused connection needs no bound of its own.
+    expect(Math.max(s.ms, e.ms)).toBeLessThan(allowed(2_000, v.ms));
     expect(status.stderr).toMatch(/ECONNREFUSED/);
     const start = performance.now();
     while (!/campaigning for "refused": the backend failed: .*ECONNREFUSED/.test(lead.stderr)) {
-      expect(performance.now() - start, lead.stderr).toBeLessThan(8_000);
+      expect(performance.now() - start, lead.stderr).toBeLessThan(allowed(2_000, v.ms));
       await new Promise((r) => setTimeout(r, 50));
     }
     lead.child.kill("SIGTERM");

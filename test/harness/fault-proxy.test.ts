@@ -189,6 +189,18 @@ describe("fault proxy", () => {
     }
   });
 
+  it("random mode meets every kind with a probability above 0 within 16 requests a kind, however rare", () => {
+    const rule = randomRule({ seed: 7, hang: 1e-9, truncate: 1e-9, partition: 1e-9, reset: 0 });
+    const drawn = Array.from({ length: 16 * 3 }, (_, i) =>
+      rule({ client: "a", seq: i, clientSeq: i, method: "POST", url: "/", headers: {}, body: "" }),
+    );
+    expect(drawn.filter((f) => f !== undefined).map((f) => f?.kind)).toEqual([
+      "partition",
+      "hang",
+      "truncate",
+    ]);
+  });
+
   it("stop() closes every server and socket, hung requests included", async () => {
     const p = startFaultProxy(url, () => ({ kind: "hang" }));
     const a = await p.client("a");

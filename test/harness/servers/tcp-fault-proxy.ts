@@ -10,7 +10,10 @@ import { listenLoopback } from "./listen.ts";
 
 export type TcpFaultKind = "delay" | "reset" | "partition";
 
-/** Per-chunk probabilities of each fault, and their ranges in ms. */
+/**
+ * Per-chunk probabilities of each fault, and their ranges in ms. Every kind with a probability
+ * above 0 comes at least once early: each 16th chunk that draws no fault gets a kind not drawn yet.
+ */
 export interface TcpFaults {
   seed: number;
   delay: number;
@@ -40,6 +43,9 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
   const counts: Record<TcpFaultKind, number> = { delay: 0, reset: 0, partition: 0 };
   let faults: TcpFaults | undefined;
   let rnd = Math.random;
+  // The kinds of the current faults not injected yet, and the chunks passed without a fault.
+  let unmet: TcpFaultKind[] = [];
+  let quiet = 0;
   let gate: { promise: Promise<void>; open: () => void } | undefined;
   const server = createServer((client) => {
     const upstream = tcpConnect({ host: "127.0.0.1", port: targetPort });
@@ -68,17 +74,24 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
         const f = faults;
         if (f) {
           const r = rnd();
-          if (r < f.reset) {
-            counts.reset++;
-            return kill();
+          let kind: TcpFaultKind | undefined =
+            r < f.reset
+              ? "reset"
+              : r < f.reset + f.partition
+                ? "partition"
+                : r < f.reset + f.partition + f.delay
+                  ? "delay"
+                  : undefined;
+          // Every kind comes at least once early, however few chunks a loaded machine sends.
+          if (kind === undefined && unmet.length > 0 && ++quiet % 16 === 0) kind = unmet[0];
+          if (kind !== undefined) {
+            counts[kind]++;
+            if (unmet.includes(kind)) unmet.splice(unmet.indexOf(kind), 1);
           }
-          if (r < f.reset + f.partition) {
-            counts.partition++;
+          if (kind === "reset") return kill();
+          if (kind === "partition")
             pausedUntil = Date.now() + f.partitionMs[0] + rnd() * (f.partitionMs[1] - f.partitionMs[0]);
-          } else if (r < f.reset + f.partition + f.delay) {
-            counts.delay++;
-            delay = f.delayMs[0] + rnd() * (f.delayMs[1] - f.delayMs[0]);
-          }
+          else if (kind === "delay") delay = f.delayMs[0] + rnd() * (f.delayMs[1] - f.delayMs[0]);
         }
         chain = chain.then(async () => {
           const wait = Math.max(delay, pausedUntil - Date.now());
@@ -96,7 +109,11 @@ export async function startTcpFaultProxy(targetPort: number): Promise<TcpFaultPr
     port: Number(new URL(url).port),
     setFaults(next) {
       faults = next;
-      if (next) rnd = seededRandom(next.seed);
+      if (next) {
+        rnd = seededRandom(next.seed);
+        unmet = (["reset", "partition", "delay"] as const).filter((k) => next[k] > 0);
+        quiet = 0;
+      }
     },
     partition() {
       if (gate) return;
