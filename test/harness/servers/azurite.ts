@@ -5,10 +5,12 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import { createRequire } from "node:module";
-import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { FetchLike } from "../../../src/backend.ts";
+import { freePort } from "./listen.ts";
+
+export { freePort };
 
 /** Azurite's well-known development account and key (published by Microsoft, not a secret). */
 export const AZURITE_ACCOUNT = "devstoreaccount1";
@@ -24,34 +26,11 @@ export interface AzuriteServer {
   stop(): Promise<void>;
 }
 
-/** A port that was free a moment ago on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 function azuriteBlobMain(): string {
   const require = createRequire(import.meta.url);
   const pkgPath = require.resolve("azurite/package.json");
   const pkg = JSON.parse(readFileSync(pkgPath, "utf8")) as { bin: Record<string, string> };
   return join(dirname(pkgPath), pkg.bin["azurite-blob"]!);
-}
-
-function canConnect(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = connect(port, "127.0.0.1");
-    s.once("connect", () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once("error", () => resolve(false));
-  });
 }
 
 /** A self-signed certificate for 127.0.0.1 made with the openssl CLI, or null when there is none. */
@@ -125,8 +104,10 @@ export async function startAzurite(opts: { oauth?: boolean } = {}): Promise<Azur
     child.stderr?.on("data", (d) => (output += d));
     let exited = false;
     child.once("exit", () => (exited = true));
+    // Ready when Azurite says it listens: a connection alone may reach another process that took
+    // the port between freePort() and Azurite's bind (seen: every request of a run "fetch failed").
     const deadline = Date.now() + 30_000;
-    while (!exited && Date.now() < deadline && !(await canConnect(port))) {
+    while (!exited && Date.now() < deadline && !/successfully listens on/.test(output)) {
       await new Promise((r) => setTimeout(r, 50));
     }
     if (!exited && Date.now() < deadline) {
