@@ -196,7 +196,7 @@ describe("runOnce", () => {
     const store = memory();
     let failures = 2;
     const complete = vi.fn((r: CompleteRequest) =>
-      failures-- > 0 ? Promise.reject(busy()) : store.complete(r),
+      failures-- > 0 ? Promise.reject(busy()) : store.complete!(r),
     );
     const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
     const runs = vi.fn(() => "sent");
@@ -214,7 +214,7 @@ describe("runOnce", () => {
     const store = memory();
     let lost = true;
     const complete = async (r: CompleteRequest) => {
-      const done = await store.complete(r);
+      const done = await store.complete!(r);
       if (!lost) return done;
       lost = false;
       throw busy();
