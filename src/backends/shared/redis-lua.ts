@@ -12,10 +12,9 @@
 // index}, the same token. One lock holding a completed fire's record: {3, its token, its owner}.
 // All taken: {0, the smallest PTTL above 0 or -1, then for each lock in order its holder's token
 // (0 for a value leasehold did not write)}: a reply of 2 + locks numbers (a record counts as taken).
-// (An odd last key is not a lock: ACQUIRE_WAITING's writers set.) The taken locks' tokens and
-// PTTLs are read only when all are taken: a grant on the 50th of 50 permits reads 49 values, not
-// 49 values and 49 PTTLs.
-export const ACQUIRE_ANY = `local n,h=ARGV[1].."|",{}
+// (An odd last key is not a lock: ACQUIRE_WAITING's writers set.) The PTTLs are read only when
+// all are taken: a grant on the 50th of 50 permits reads 49 values, not 49 values and 49 PTTLs.
+export const ACQUIRE_ANY = `local n,r=ARGV[1].."|",{0,-1}
 for i=1,#KEYS-#KEYS%2,2 do
 local v=redis.call("GET",KEYS[i])
 if not v then
@@ -23,19 +22,17 @@ local t=redis.call("INCR",KEYS[i+1])
 redis.call("SET",KEYS[i],n..string.format("%d",t).."|"..ARGV[3],"PX",ARGV[2])
 return {1,t,(i-1)/2}
 end
-if v:sub(1,#n)==n then
-redis.call("PEXPIRE",KEYS[i],ARGV[2])
-return {2,tonumber(v:match("^[^|]*|(%d+)|")),(i-1)/2}
-end
-h[#h+1]=v
-end
-local r={0,-1}
-for j,v in ipairs(h) do
 local t=tonumber(v:match("^[^|]*|(%d+)|"))
 if #KEYS<4 and t and v:sub(1,1)=="|" then return {3,t,v:match("^|%d+|(.*)$")} end
-local p=redis.call("PTTL",KEYS[2*j-1])
-if p>0 and (r[2]<0 or p<r[2]) then r[2]=p end
+if v:sub(1,#n)==n then
+redis.call("PEXPIRE",KEYS[i],ARGV[2])
+return {2,t,(i-1)/2}
+end
 r[#r+1]=t or 0
+end
+for i=1,#KEYS-#KEYS%2,2 do
+local p=redis.call("PTTL",KEYS[i])
+if p>0 and (r[2]<0 or p<r[2]) then r[2]=p end
 end
 return r`;
 
