@@ -1,8 +1,9 @@
 // Wake on release on Deno KV (docs/DESIGN.md §19), as checks any runtime can run: vitest on
 // Node (@deno/kv) through wake.test.ts, and Deno natively through
-// test/harness/fixtures/kv-wake-runner.ts. Each check throws when it fails. The store is wrapped
-// to count the watch streams open, and to fail them on demand: a stream that errors is a fault
-// of a remote store's connection that a local store cannot produce (the only mock here).
+// test/harness/fixtures/conformance-runner.ts (LH_CHECKS=wake). Each check throws when it
+// fails. The store is wrapped to count the watch streams open, and to fail them on demand: a
+// stream that errors is a fault of a remote store's connection that a local store cannot
+// produce (the only mock here).
 import { capabilities } from "../../../src/backend.ts";
 import { denoKv, type KvLike } from "../../../src/backends/deno-kv/index.ts";
 import { createMutex, type LockEvent } from "../../../src/index.ts";

@@ -1,13 +1,13 @@
 // Wake on release on Deno KV (test/backends/deno-kv/wake-checks.ts): on Node through @deno/kv,
 // in memory and in a SQLite file, and natively in Deno (Deno.openKv on a SQLite file) through a
 // runner process.
-import { spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openKv } from "@deno/kv";
 import { afterAll, describe, expect, it } from "vitest";
 import type { KvLike } from "../../../src/backends/deno-kv/index.ts";
+import { denoIn, runKvChecks } from "../../harness/kv-runner.ts";
 import { wakeChecks } from "./wake-checks.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "leasehold-kv-wake-"));
@@ -29,32 +29,10 @@ for (const [where, path] of [
 }
 
 it("natively in Deno (Deno.openKv, a SQLite file)", () => {
-  const r = spawnSync(
-    "node_modules/.bin/deno",
-    [
-      "run",
-      "--unstable-kv",
-      `--allow-read=${dir}`,
-      `--allow-write=${dir}`,
-      "--allow-env",
-      "test/harness/fixtures/kv-wake-runner.ts",
-    ],
-    {
-      encoding: "utf8",
-      env: {
-        ...process.env,
-        LH_KV_PATH: join(dir, "deno.sqlite"),
-        DENO_NO_UPDATE_CHECK: "1",
-        DENO_NO_PROMPT: "1",
-      },
-      timeout: 120_000,
-    },
+  const ran = runKvChecks(
+    denoIn(dir),
+    { LH_KV: "deno", LH_KV_PATH: join(dir, "deno.sqlite"), LH_CHECKS: "wake" },
+    3,
   );
-  const results = r.stdout
-    .split("\n")
-    .filter((l) => l.startsWith("{"))
-    .map((l) => JSON.parse(l) as { name: string; ok: boolean; error?: string });
-  expect(r.status, `deno exited ${r.status}: ${r.stderr.slice(-2_000)}`).toBe(0);
-  expect(results.filter((x) => !x.ok)).toEqual([]);
-  expect(results).toHaveLength(3);
+  expect(ran).toEqual(wakeChecks(undefined as unknown as KvLike).map((c) => c.name));
 }, 130_000);
