@@ -178,6 +178,8 @@ describe("runOnce across four processes, every backend at once", () => {
     expect(errors).toEqual([]);
     for (const [label] of stores) {
       const reasons: Record<string, number> = {};
+      // Instances that began after the tick's runner was answered (its record written).
+      let after = 0;
       for (let i = 0; i < TICKS; i++) {
         const fire = base + i * 60_000;
         const results = of(all, "result", label, fire);
@@ -193,12 +195,19 @@ describe("runOnce across four processes, every backend at once", () => {
           expect(["done", "running"], `${label} tick ${i}`).toContain(reason);
           if (reason === "done")
             expect(r.by, `${label} tick ${i}`).toEqual({ owner: winner.owner, token: winner.token });
+          // One that began after the runner's answer must find the record, however slow the store.
+          if ((r.began as number) > (winner.at as number)) {
+            after++;
+            expect(reason, `${label} tick ${i}: began after the run was recorded`).toBe("done");
+          }
         }
       }
       const retries = of(all, "retry", label).length;
       if (retries > 0) console.info(`${label}: ${retries} attempt(s) failed retryably and were tried again`);
-      // Most late instances come after the 100 ms job: they must find the record.
-      expect(reasons.done ?? 0, `${label}: ${JSON.stringify(reasons)}`).toBeGreaterThanOrEqual(TICKS);
+      // The last instance of a tick fires 3 s after the first: some began after the run was
+      // recorded (a count that depends on the store's speed under the machine's load; seen: 10 of
+      // 60 late instances on Azurite in a loaded run, 20 or more alone).
+      expect(after, `${label}: ${JSON.stringify(reasons)}`).toBeGreaterThan(0);
     }
   });
 

@@ -10,9 +10,9 @@ import { testBackend } from "../../../src/testing/index.ts";
 import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";
 
 const az = inject("azurite");
-// The Azurite quorum's checks wait on Azure's 15 s minimum ttl rather than on the CPU: 20 at once,
+// The Azurite quorum's checks wait on Azure's 15 s minimum ttl rather than on the CPU: 10 at once,
 // not vitest's 5 (the other quorums' checks run one after another).
-vi.setConfig({ maxConcurrency: 20 });
+vi.setConfig({ maxConcurrency: 10 });
 afterAll(() => vi.resetConfig());
 const dbs: UpstashDatabase[] = [];
 const members = (count: number) => dbs.slice(0, count).map((d) => upstash({ url: d.url, token: d.token }));
