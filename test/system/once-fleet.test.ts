@@ -193,7 +193,13 @@ describe("runOnce across four processes, every backend at once", () => {
           const reason = r.reason as string;
           reasons[reason] = (reasons[reason] ?? 0) + 1;
           expect(["done", "running"], `${label} tick ${i}`).toContain(reason);
-          if (reason === "done")
+          // A quorum's `by` names the runner most recording members name, with the token q of them
+          // report; when they disagree (a member's record kept a late grant's lower token, not
+          // raised yet) and one does not answer, the lower of a tie (docs/DESIGN.md §17): seen
+          // 14 for a lease of 16 under a loaded run. Its owner is the runner's all the same.
+          if (reason === "done" && label === "quorum")
+            expect(r.by, `${label} tick ${i}`).toMatchObject({ owner: winner.owner });
+          else if (reason === "done")
             expect(r.by, `${label} tick ${i}`).toEqual({ owner: winner.owner, token: winner.token });
           // One that began after the runner's answer must find the record, however slow the store.
           if ((r.began as number) > (winner.at as number)) {

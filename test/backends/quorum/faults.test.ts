@@ -213,9 +213,10 @@ describe("quorum(): members that fail", () => {
       proxy.heal();
     }
     const again = await a.acquire({ timeout: 5_000 });
-    // The healed member's grant may land after the quorum decided; it joins the lease then.
+    // The healed member's grant may land after the quorum decided, as long as 10 s later (a
+    // straggler's bound); it joins the lease then. (A loaded run once saw none within 10 s.)
     await expect
-      .poll(() => member(dbs[3]!).inspect({ key: lock }), { timeout: 10_000 })
+      .poll(() => member(dbs[3]!).inspect({ key: lock }), { timeout: 15_000 })
       .toMatchObject({ owner: "a" });
     await again.release();
   });
