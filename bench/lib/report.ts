@@ -941,7 +941,7 @@ function explain(res: Results): string[] {
     out.push(
       "### redis() against redlock",
       "",
-      `The adapter alone is about as fast as redlock on the same ioredis client (${adapter} of redlock's median): both send one \`EVALSHA\` per operation. The core adds ${core} (leasehold vs backend alone). Since issue 29 the per-request bound is one shared timer for every request in flight and redis() is handed no signal (the core races the command against its bound, docs/DESIGN.md §4.3): the "backend + timeout" column of section 11 is within a few µs of the backend alone. What is left is the lease itself (its deadline and renewal timer, its handle and closures, and their garbage), which redlock does not have (no local deadline, no background renewal, no fencing token), and one cost of this bench: Node runs src/ through tsx, which wraps every named closure in a naming call, while redlock runs as plain JavaScript (bundled, without that wrapping, issue 29's session measured ×1.15–1.24 per operation). On loopback a Redis round trip here is 20–40 µs, so the lease's few tens of µs are a large share of it; over a network (0.2–1 ms per round trip) they are a few per cent. The target is missed on loopback by the lease's per-operation cost, not by the adapter or the bound.`,
+      `The adapter alone is about as fast as redlock on the same ioredis client (${adapter} of redlock's median): both send one \`EVALSHA\` per operation. The core adds ${core} (leasehold vs backend alone). Since issue 29 the per-request bound is one shared timer for every request in flight and redis() is handed no signal (the core races the command against its bound, docs/DESIGN.md §4.3): the "backend + timeout" column of section 11 is within a few µs of the backend alone. What is left is the lease itself (its deadline and renewal timer, its handle and closures, and their garbage), which redlock does not have (no local deadline, no background renewal, no fencing token), and one cost of this bench: Node runs src/ through tsx, which wraps every named closure in a naming call, while redlock runs as plain JavaScript (bundled, without that wrapping, issue 29's session measured ×1.15–1.24 per operation). On loopback a Redis round trip here is 20–40 µs, so the lease's few tens of µs are a large share of it; over a network (0.2–1 ms per round trip) they are a few per cent. The target is missed on loopback by the lease's per-operation cost, not by the adapter or the bound. A \`lease.renew()\` on redis() goes through the batch of renewals (renewMany, docs/DESIGN.md §4.3) even when it is alone in it: measured apart, 50–55 µs per manual renew against 44–50 µs with renewMany taken away.`,
       "",
     );
   }
@@ -949,7 +949,7 @@ function explain(res: Results): string[] {
     out.push(
       "### createSemaphore against redis-semaphore",
       "",
-      "A permit is a lease (the same per-operation cost as above) on one `ACQUIRE_ANY` script whatever the limit; with a limit of 50 and 49 permits held, that script reads the holder and the time left of each taken slot to answer `retryAfter` (about 0.3 ms inside Redis here), where redis-semaphore's tryAcquire counts a sorted set. Reading the time left only when every slot is taken would halve those calls (not done in issue 29).",
+      "A permit is a lease (the same per-operation cost as above) on one `ACQUIRE_ANY` script whatever the limit; with a limit of 50 and 49 permits held, that script reads the holder and the time left of each taken slot to answer `retryAfter` (about 0.3 ms inside Redis here), where redis-semaphore's tryAcquire counts a sorted set. Since issue 29's second session the script reads the time left only when every slot is taken (a grant on the last free slot reads 49 values and no PTTL); measured alone, ×2.92–2.98 of redis-semaphore's median became ×2.61–3.10 under load: the 49 reads and the 100 keys of the request remain, against redis-semaphore's one sorted set.",
       "",
     );
   }
@@ -987,7 +987,7 @@ function explain(res: Results): string[] {
     out.push(
       "### Bundle size",
       "",
-      `Over budget (\`npm test\` fails: scripts/check-bundles.mjs holds these budgets): ${sizeMiss
+      `Over budget (issue 29's budgets; \`npm test\` enforces the ceilings of scripts/sizes.mjs instead, today's sizes plus a few dozen bytes, docs/DESIGN.md §7): ${sizeMiss
         .map((t) => {
           const id = t.id.slice(5);
           return `${row(id)!.label} by ${row(id)!.gzip - SIZE_TARGETS[id]!} B (largest parts, minified: ${largest(id)})`;
