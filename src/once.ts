@@ -287,7 +287,7 @@ export async function runOnce<T>(
       async (signal, lease) => {
         value = await fn(signal, lease);
         if (!lease.valid) throw lease.signal.reason;
-        until = now() + lease.expiresAt - Date.now();
+        until = now() + Math.min(lease.expiresAt - Date.now(), o.ttl);
         finishing = granted;
       },
     );
@@ -300,7 +300,7 @@ export async function runOnce<T>(
       backend,
       complete,
       { key, nonce: finishing, retain },
-      held,
+      held.owner,
       o.ttl,
       until,
       error,
@@ -318,17 +318,19 @@ const retryable = (error: unknown): boolean => error instanceof BackendError && 
 
 /**
  * Sends a fire's record `r` again after its request failed with the retryable `first`, with
- * backoff from 25 ms, while the lock is still `lease`'s on the store (before `until`, monotonic),
- * each request bounded like a release. A `false` answer is checked with `inspect`: an earlier
- * request whose answer was lost may have written the record (then `true`). Resolves whether the
- * record is the lease's; rejects with the last error when `until` passes, or with one not worth
- * retrying.
+ * backoff from 25 ms, while the lock is still the lease's on the store: no request is sent at or
+ * after `until` (its local deadline, monotonic), and each is bounded by the time left to it. A
+ * `false` answer is checked with `inspect` (a read, bounded like one): an earlier request whose
+ * answer was lost may have written the record, which then names the lease's `owner` (not always
+ * its token: a quorum reports the token most members recorded, docs/DESIGN.md §17). Resolves
+ * whether the record is the lease's; rejects with a {@link LeaseLostError} (its cause the last
+ * error) once `until` passes, or with an error not worth retrying.
  */
 async function recordAgain(
   backend: Backend,
   complete: NonNullable<Backend["complete"]>,
   r: Omit<CompleteRequest, "signal">,
-  lease: Lease,
+  owner: string,
   ttl: number,
   until: number,
   first: unknown,
@@ -342,20 +344,23 @@ async function recordAgain(
     }
   };
   let last = first;
-  for (let failures = 1; ; failures++) {
-    const pause = backoff(failures, 1_000);
-    const room = until - now() - pause;
-    if (room <= 0) throw last;
-    await sleep(pause);
+  for (let failures = 0; until - now() > backoff(failures, 1_000); failures++) {
+    await sleep(backoff(failures, 1_000));
+    const room = until - now();
+    if (room <= 0) break;
     try {
       if (await send("complete", room, (signal) => complete.call(backend, { ...r, signal }))) return true;
       const h = await send("inspect", NEVER, (signal) => backend.inspect({ key: r.key, signal }));
-      return h?.done === true && h.owner === lease.owner && h.token === lease.token;
+      return h?.done === true && h.owner === owner;
     } catch (error) {
       if (!retryable(error)) throw error;
       last = error;
     }
   }
+  throw new LeaseLostError(
+    `lease on "${r.key}" ended before the fire was recorded as done: fn ran, but its record kept failing until the lease's deadline (the fire may run again: fence its effects with lease.token)`,
+    { cause: last },
+  );
 }
 
 /**

@@ -14,7 +14,7 @@ import {
 } from "../../src/index.ts";
 import { fireId, fireKey } from "../../src/once.ts";
 import { counterOf } from "../../src/slots.ts";
-import { backendWith, fakeClockInEachTest } from "../harness/doubles.ts";
+import { backendWith, fakeClockInEachTest, never } from "../harness/doubles.ts";
 
 fakeClockInEachTest();
 
@@ -223,15 +223,17 @@ describe("runOnce", () => {
     expect((await settled(runOnce(mutex, "t", () => 1))).value).toEqual({ ran: true, value: 1, token: 1 });
   });
 
-  it("a record that keeps failing is tried until the lease's deadline, then rejects with the store's error; a non-retryable error at once", async () => {
+  it("a record that keeps failing is tried until the lease's deadline, then rejects with LeaseLostError (its cause the store's error); a non-retryable error at once", async () => {
     const store = memory();
     const complete = vi.fn(() => Promise.reject(busy()));
     const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
     const t0 = Date.now();
     let failed = 0;
     const { error } = await settled(runOnce(mutex, "t", () => 1).finally(() => (failed = Date.now() - t0)));
-    expect(String(error)).toMatch(/database is locked/);
-    // Retried (25, 50, 100… ms apart), never past the lease's local deadline.
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect(String(error)).toMatch(/fn ran, but its record kept failing until the lease's deadline/);
+    expect(String((error as Error).cause)).toMatch(/database is locked/);
+    // Retried 25, 50, 100… ms apart, never past the lease's local deadline.
     expect(complete.mock.calls.length).toBeGreaterThan(3);
     expect(failed).toBeLessThan(1_000);
     const denied = new BackendError("forbidden", { backend: "memory", retryable: false });
@@ -239,6 +241,37 @@ describe("runOnce", () => {
     const other = createMutex(backendWith({ ...store, complete: once }), { name: "job2", ttl: 1_000 });
     await expect(runOnce(other, "t", () => 1)).rejects.toBe(denied);
     expect(once).toHaveBeenCalledTimes(1);
+  });
+
+  it("a record sent again after its lock was taken over is not the lease's: LeaseLostError", async () => {
+    const store = memory();
+    let first = true;
+    const complete = async (r: CompleteRequest) => {
+      if (!first) return store.complete!(r);
+      first = false;
+      // Lost behind the runner's back (deleted on the store), and taken by another owner.
+      await store.release({ key: r.key, nonce: r.nonce });
+      await store.acquire({ key: r.key, owner: "other", nonce: "other-nonce", ttl: 5_000 });
+      throw busy();
+    };
+    const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 1_000 });
+    const { error } = await settled(runOnce(mutex, "t", () => 1));
+    expect(error).toBeInstanceOf(LeaseLostError);
+    expect(String(error)).toMatch(/no longer had it/);
+    expect(await store.inspect({ key: "job:fire:t" })).toMatchObject({ owner: "other" });
+  });
+
+  it("a record whose first request never answers is sent again after that request's bound", async () => {
+    const store = memory();
+    let calls = 0;
+    const complete = (r: CompleteRequest): Promise<boolean> =>
+      calls++ === 0 ? never(r.signal) : store.complete!(r);
+    const mutex = createMutex(backendWith({ ...store, complete }), { name: "job", ttl: 10_000 });
+    // The first request's bound, max(ttl / 5, 1 s) = 2 s, then the retry.
+    const out = runOnce(mutex, "t", () => "sent").then((value) => ({ value }));
+    await vi.advanceTimersByTimeAsync(4_000);
+    expect((await out).value).toEqual({ ran: true, value: "sent", token: 1 });
+    expect(calls).toBe(2);
   });
 
   it("a lease lost during fn is not recorded: the fire runs again", async () => {

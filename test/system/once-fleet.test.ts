@@ -202,9 +202,12 @@ describe("runOnce across four processes, every backend at once", () => {
           else if (reason === "done")
             expect(r.by, `${label} tick ${i}`).toEqual({ owner: winner.owner, token: winner.token });
           // One that began after the runner's answer must find the record, however slow the store.
+          // Not on the quorum: a record on q members reads as done only when more than N − q of
+          // them answer it, so one slow recording member leaves it `running` (docs/DESIGN.md §17).
           if ((r.began as number) > (winner.at as number)) {
             after++;
-            expect(reason, `${label} tick ${i}: began after the run was recorded`).toBe("done");
+            if (label !== "quorum")
+              expect(reason, `${label} tick ${i}: began after the run was recorded`).toBe("done");
           }
         }
       }
