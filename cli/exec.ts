@@ -2,6 +2,7 @@
 // once per fire across hosts (runOnce).
 import type { Backend } from "../src/backend.ts";
 import {
+  BackendError,
   capabilities,
   createMutex,
   isLockError,
@@ -125,7 +126,10 @@ async function once(o: Options, options: Once, backend: Backend): Promise<number
       say(
         `the command succeeded but ${what} could not be recorded as done, so it may run again: ${messageOf(error)}`,
       );
-      return error instanceof LeaseLostError ? EXIT.lost : EXIT.unavailable;
+      // A record that kept failing until the lease's deadline is the backend's failure (69).
+      return error instanceof LeaseLostError && !(error.cause instanceof BackendError)
+        ? EXIT.lost
+        : EXIT.unavailable;
     }
     if (
       (error instanceof TypeError || error instanceof RangeError) &&
