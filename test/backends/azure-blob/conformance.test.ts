@@ -10,14 +10,9 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { afterAll, describe, inject, it, vi } from "vitest";
+import { describe, inject, it } from "vitest";
 import { type AzureBlobOptions, azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
-
-// Every check waits on Azure's 15 s minimum ttl rather than on the CPU: 10 at once, not vitest's 5
-// (154 s alone with 5, 72 s with 20; 20 loaded the Azurite the other files share).
-vi.setConfig({ maxConcurrency: 10 });
-afterAll(() => vi.resetConfig());
 
 const az = inject("azurite");
 const ttl = 15_000;

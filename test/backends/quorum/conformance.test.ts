@@ -1,7 +1,7 @@
 // The backend conformance suite against quorums: of 3 memory stores, and of real backends: 3 and 5 independent databases
 // (a redis-server behind an Upstash-REST bridge each), and a mix of two databases with Azurite
 // (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently).
-import { afterAll, beforeAll, describe, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, inject, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { memory } from "../../../src/backends/memory/index.ts";
 import { quorum } from "../../../src/backends/quorum/index.ts";
@@ -10,10 +10,6 @@ import { testBackend } from "../../../src/testing/index.ts";
 import { startDatabases, type UpstashDatabase } from "../../harness/upstash.ts";
 
 const az = inject("azurite");
-// The Azurite quorum's checks wait on Azure's 15 s minimum ttl rather than on the CPU: 10 at once,
-// not vitest's 5 (the other quorums' checks run one after another).
-vi.setConfig({ maxConcurrency: 10 });
-afterAll(() => vi.resetConfig());
 const dbs: UpstashDatabase[] = [];
 const members = (count: number) => dbs.slice(0, count).map((d) => upstash({ url: d.url, token: d.token }));
 
