@@ -9,7 +9,7 @@ afterEach(stopChildren);
 
 describe("leasehold lead", () => {
   it("runs the command on one leader; SIGTERM hands over; after a loss it stops and restarts the command", {
-    timeout: 60_000,
+    timeout: 100_000,
   }, async () => {
     const name = unique("lead");
     const args = (who: string) => [
@@ -37,10 +37,11 @@ describe("leasehold lead", () => {
     expect(a.stderr).toMatch(/SIGTERM: stopping/);
     // b leads once a released the lock; its command starts under a watchdog process, which a
     // loaded machine takes seconds to start (3 s was missed under a load average of 15).
-    await b.printed("run b", 1);
+    // A loaded run took over 15 s (b's attempts got no answer from the bridge for a while).
+    await b.printed("run b", 1, 40_000);
 
     await sdk.del(lockKey(name)); // b loses its lease behind its back
-    await b.printed("run b", 2);
+    await b.printed("run b", 2, 40_000);
     expect(b.stderr).toMatch(new RegExp(`lost leadership of "${name}"`));
     const tokens = [...`${a.stdout}${b.stdout}`.matchAll(/run \w (\d+)/g)].map((m) => Number(m[1]));
     expect(tokens).toHaveLength(3);
