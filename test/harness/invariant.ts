@@ -418,7 +418,9 @@ export async function runInvariant(o: InvariantRun) {
         const gap = cur.from - prev.to!;
         minGap = Math.min(minGap, gap);
         if (gap < 0)
-          overlaps.push(`${prev.id}/${prev.token} [..${prev.to}] and ${cur.id}/${cur.token} [${cur.from}..]`);
+          overlaps.push(
+            `${prev.id}/${prev.token} [${prev.from}..${prev.to}] (${prev.reason}) and ${cur.id}/${cur.token} [${cur.from}..${cur.to}]`,
+          );
       }
       // Sorted by start, a later lease could still overlap an earlier one that is not its
       // predecessor only if the predecessor is nested in it; the token check above rules that
@@ -429,7 +431,7 @@ export async function runInvariant(o: InvariantRun) {
         }
       }
     }
-    expect([...new Set(overlaps)]).toEqual([]);
+    expect([...new Set(overlaps)], `leases that overlapped (fault seed ${o.seed})`).toEqual([]);
     // At no instant more than `limit` unaborted leases (1 for a mutex), whatever their slots.
     const limit = o.limit ?? 1;
     const most = mostAtOnce(all);

@@ -6,6 +6,7 @@
 // late, requests answered late); bench/failover.ts measures the hand-over times themselves.
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, inject, it } from "vitest";
+import { machineMs } from "../harness/clock.ts";
 import { killAll } from "../harness/servers/children.ts";
 
 /** The backends, by the name the fixture reads from LEASEHOLD_BACKEND. */
@@ -40,8 +41,6 @@ interface Candidate {
 
 const children: ChildProcess[] = [];
 afterEach(() => killAll(children.splice(0)));
-
-const now = () => performance.timeOrigin + performance.now();
 
 function candidate(backend: BackendName, name: string, events: Event[]): Candidate {
   const ctx = backends[backend];
@@ -85,7 +84,7 @@ async function until<T>(what: string, get: () => T | undefined, timeout = 15_000
 /** Three candidates, all campaigning, one leading. */
 /** Sends the leader `signal`; resolves when and how the next leader started. */
 async function replaceLeader(events: Event[], leader: Candidate, signal: NodeJS.Signals) {
-  const at = now();
+  const at = machineMs();
   leader.child.kill(signal);
   const next = await until("a new leader", () =>
     events.find((e) => e.event === "start" && e.pid !== leader.pid && e.t > at),
