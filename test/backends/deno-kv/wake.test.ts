@@ -7,12 +7,13 @@ import { join } from "node:path";
 import { openKv } from "@deno/kv";
 import { afterAll, describe, expect, it } from "vitest";
 import type { KvLike } from "../../../src/backends/deno-kv/index.ts";
-import { denoIn, runKvChecks } from "../../harness/kv-runner.ts";
+import { denoIn, runKvChecks, stopKvRunners } from "../../harness/kv-runner.ts";
 import { wakeChecks } from "./wake-checks.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "leasehold-kv-wake-"));
 const open: { close(): void }[] = [];
-afterAll(() => {
+afterAll(async () => {
+  await stopKvRunners();
   for (const kv of open) kv.close();
   rmSync(dir, { recursive: true, force: true });
 });
@@ -28,8 +29,8 @@ for (const [where, path] of [
   });
 }
 
-it("natively in Deno (Deno.openKv, a SQLite file)", () => {
-  const ran = runKvChecks(
+it("natively in Deno (Deno.openKv, a SQLite file)", async () => {
+  const ran = await runKvChecks(
     denoIn(dir),
     { LH_KV: "deno", LH_KV_PATH: join(dir, "deno.sqlite"), LH_CHECKS: "wake" },
     3,
