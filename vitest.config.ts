@@ -17,8 +17,9 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Most files wait on timers, servers and child processes rather than on the CPU: on a 2-core
     // machine vitest's default (one worker per core but one) would run them one after another.
-    // Three at once (13-14 min in all). Four took about 12, but the load made the shared servers
-    // slow to answer (Azurite, the Upstash bridge): clean-clone runs failed on it now and then.
-    maxWorkers: 3,
+    // Four at once. The shared servers written in Node (the Upstash bridge, dynalite) run in
+    // processes of their own, and the quorum suite has an Azurite of its own: with everything in
+    // vitest's main process and one Azurite, four at once made them slow to answer now and then.
+    maxWorkers: 4,
   },
 });

@@ -17,7 +17,11 @@ export const stopKvRunners = (): Promise<void> => killAll(running);
  * at least `least` checks. Resolves the names of the checks it ran. Asynchronous, so that the
  * test file's other checks run meanwhile when it is started early.
  */
-export async function runKvChecks(cmd: string[], env: Record<string, string>, least: number): Promise<string[]> {
+export async function runKvChecks(
+  cmd: string[],
+  env: Record<string, string>,
+  least: number,
+): Promise<string[]> {
   const child = spawn(cmd[0]!, [...cmd.slice(1), "test/harness/fixtures/conformance-runner.ts"], {
     env: { ...process.env, ...env, DENO_NO_UPDATE_CHECK: "1", DENO_NO_PROMPT: "1" },
     stdio: ["ignore", "pipe", "pipe"],

@@ -9,8 +9,10 @@ import { client, closeClients, SHAPES } from "./clients.ts";
 
 afterAll(closeClients);
 
+// Every check on a lock name of its own: they run concurrently (vitest's 5 at once), as they mostly
+// wait on timers.
 for (const label of Object.keys(SHAPES)) {
-  describe(label, () => {
+  describe.concurrent(label, () => {
     testBackend(
       { describe, it },
       {

@@ -1,13 +1,9 @@
-// Global setup: one dynalite (DynamoDB's API on an in-memory LevelDB) on a free loopback port for
-// the whole run, with one lock table made with the AWS SDK; stopped after the run. Tests read it
-// with `inject("dynamodb")`.
+// Global setup: one dynalite (DynamoDB's API on an in-memory LevelDB) on a free loopback port, in a
+// process of its own, for the whole run, with one lock table made with the AWS SDK; stopped after
+// the run. Tests read it with `inject("dynamodb")`.
 import type { TestProject } from "vitest/node";
-import {
-  createLockTable,
-  DYNALITE_CREDENTIALS,
-  DYNALITE_REGION,
-  startDynalite,
-} from "../servers/dynalite.ts";
+import { createLockTable, DYNALITE_CREDENTIALS, DYNALITE_REGION } from "../servers/dynalite.ts";
+import { inOwnProcess } from "../servers/own-process.ts";
 
 /** What `inject("dynamodb")` returns. */
 export interface DynamoDBContext {
@@ -26,7 +22,7 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const server = await startDynalite();
+  const server = await inOwnProcess("dynalite");
   const table = "leasehold-test";
   try {
     await createLockTable(server.endpoint, table);

@@ -1,15 +1,15 @@
 // Global setup: one real redis-server (installed with apt-get when missing) and one Upstash-REST
-// bridge in front of it, shared by every test file and stopped after the run. Tests read the
-// connection with `inject("upstash")`. Tests that count requests or flush scripts start their
+// bridge in front of it (in a process of its own), shared by every test file and stopped after
+// the run. Tests read the connection with `inject("upstash")`. Tests that count requests or flush scripts start their
 // own bridge (and, when they flush scripts, their own redis-server) so parallel files cannot
 // disturb them; `redisSocket` lets them reuse this redis-server when that is enough.
 // The same redis-server also listens on a loopback TCP port for the redis backend's clients
 // (ioredis, node-redis, Bun), which `inject("redis")` gives, with an ACL user and password.
 import type { TestProject } from "vitest/node";
 import { freePort } from "../servers/listen.ts";
+import { inOwnProcess } from "../servers/own-process.ts";
 import { startRedis } from "../servers/redis.ts";
 import { connectResp, RedisReplyError } from "../servers/resp.ts";
-import { startBridge } from "../servers/upstash-bridge.ts";
 
 /** What `inject("upstash")` returns. */
 export interface UpstashContext {
@@ -47,7 +47,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const redis = await startRedis({ port: await freePort() });
   const username = "leasehold-tcp";
   const password = `pw-${crypto.randomUUID()}`;
-  let bridge: Awaited<ReturnType<typeof startBridge>>;
+  let bridge: Awaited<ReturnType<typeof inOwnProcess<"bridge">>>;
   try {
     const conn = await connectResp(redis.socket);
     try {
@@ -56,7 +56,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     } finally {
       conn.close();
     }
-    bridge = await startBridge({ redis: redis.socket });
+    bridge = await inOwnProcess("bridge", redis.socket);
   } catch (error) {
     await redis.stop();
     throw error;
