@@ -12,7 +12,7 @@ import {
 } from "./backend.ts";
 import { BackendError, explain, fenceExhausted, LockTimeoutError } from "./errors.ts";
 import { codeOf, emitter, failure } from "./events.ts";
-import { createLease, type Lease, releaseBounded, releaseNonce } from "./lease.ts";
+import { createLease, type Lease, quietRequest, releaseNonce } from "./lease.ts";
 import {
   type Core,
   checkFunction,
@@ -360,9 +360,9 @@ export async function waitFor<L extends Lease>(
     // A writer that gives up lets the readers in at once rather than after its mark's ttl (§18).
     const unmark = backend.releaseShared;
     if (marked && unmark)
-      releaseBounded(backend, ttl, (s) =>
-        unmark.call(backend, { key: what, nonce: waiter!, signal: s }),
-      ).catch(() => {});
+      quietRequest(backend, ttl, (s) => unmark.call(backend, { key: what, nonce: waiter!, signal: s })).catch(
+        () => {},
+      );
     emit?.({ type: "acquire-failed", waited: now() - start, attempts, code: codeOf(error) });
     throw error;
   } finally {

@@ -79,18 +79,23 @@ export interface LeaseInit {
 
 /** Releases the lock held under `nonce`, bounded in time; rejects when the backend fails. @internal */
 export function releaseNonce(backend: Backend, key: string, nonce: string, ttl: number): Promise<void> {
-  return releaseBounded(backend, ttl, (signal) => backend.release({ key, nonce, signal }));
+  return quietRequest(backend, ttl, (signal) => backend.release({ key, nonce, signal }));
 }
 
-/** Sends the release request `send`, bounded by max(ttl/5, 1 s) (docs/DESIGN.md §4.7). @internal */
-export async function releaseBounded(
+/**
+ * Sends the request `send` (a release unless `op` says otherwise), bounded by max(ttl/5, 1 s)
+ * (docs/DESIGN.md §4.7), or by `room` ms when less; resolves its answer. @internal
+ */
+export async function quietRequest<T = void>(
   backend: Backend,
   ttl: number,
-  send: (signal: AbortSignal | undefined) => Promise<void>,
-): Promise<void> {
-  const b = requestSignal(backend.name, "release", quietBound(ttl));
+  send: (signal: AbortSignal | undefined) => Promise<T>,
+  op: string = "release",
+  room: number = NEVER,
+): Promise<T> {
+  const b = requestSignal(backend.name, op, Math.min(quietBound(ttl), room));
   try {
-    await b.race(send(b.signalFor(backend)));
+    return await b.race(send(b.signalFor(backend)));
   } finally {
     b.done();
   }

@@ -4,7 +4,7 @@
 import type { Backend, CompleteRequest, FireHolder } from "./backend.ts";
 import { isLease, keyAttempt, observe, runWith, waitFor } from "./engine.ts";
 import { BackendError, LeaseLostError } from "./errors.ts";
-import type { Lease } from "./lease.ts";
+import { type Lease, quietRequest } from "./lease.ts";
 import type { Mutex } from "./mutex.ts";
 import {
   type Core,
@@ -19,9 +19,8 @@ import {
   optionsOf,
   textProblem,
 } from "./options.ts";
-import { requestSignal } from "./signals.ts";
-import { MAX_DELAY, NEVER, now, sleep } from "./time.ts";
-import { backoff, quietBound } from "./timing.ts";
+import { MAX_DELAY, now, sleep } from "./time.ts";
+import { backoff } from "./timing.ts";
 
 /** What identifies one fire: epoch ms (a safe integer), a valid Date, or a string id. */
 export type Fire = number | Date | string;
@@ -335,22 +334,20 @@ async function recordAgain(
   until: number,
   first: unknown,
 ): Promise<boolean> {
-  const send = async <R>(op: string, room: number, request: (signal?: AbortSignal) => Promise<R>) => {
-    const b = requestSignal(backend.name, op, Math.min(quietBound(ttl), room));
-    try {
-      return await b.race(request(b.signalFor(backend)));
-    } finally {
-      b.done();
-    }
-  };
   let last = first;
   for (let failures = 0; until - now() > backoff(failures, 1_000); failures++) {
     await sleep(backoff(failures, 1_000));
     const room = until - now();
     if (room <= 0) break;
     try {
-      if (await send("complete", room, (signal) => complete.call(backend, { ...r, signal }))) return true;
-      const h = await send("inspect", NEVER, (signal) => backend.inspect({ key: r.key, signal }));
+      const write = (signal?: AbortSignal) => complete.call(backend, { ...r, signal });
+      if (await quietRequest(backend, ttl, write, "complete", room)) return true;
+      const h = await quietRequest(
+        backend,
+        ttl,
+        (signal) => backend.inspect({ key: r.key, signal }),
+        "inspect",
+      );
       return h?.done === true && h.owner === owner;
     } catch (error) {
       if (!retryable(error)) throw error;

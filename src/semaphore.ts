@@ -15,7 +15,7 @@ import {
   waitFor,
 } from "./engine.ts";
 import { BackendError } from "./errors.ts";
-import { type Lease, releaseBounded, releaseNonce } from "./lease.ts";
+import { type Lease, quietRequest, releaseNonce } from "./lease.ts";
 import { check, checkSignal, optionsOf } from "./options.ts";
 import { requestSignal } from "./signals.ts";
 import { MAX_LIMIT, slotKey } from "./slots.ts";
@@ -170,7 +170,7 @@ export function createSemaphore(backend: Backend, options: SemaphoreOptions): Se
   const releaseAny = backend.releaseAny;
   const giveBack = releaseAny
     ? (nonce: string) =>
-        releaseBounded(backend, ttl, (signal) => releaseAny.call(backend, { keys, nonce, signal }))
+        quietRequest(backend, ttl, (signal) => releaseAny.call(backend, { keys, nonce, signal }))
     : async (nonce: string) => {
         for (const key of keys) await releaseNonce(backend, key, nonce, ttl);
       };
