@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+// `npm test`: every check, the independent ones at once, so that the run takes the time of its
+// longest path rather than the sum of its steps:
+//   1. at once: typecheck, check:examples, check:lists, lint, check:docs and build;
+//   2. once they all passed: vitest, and check:package beside it (both need the build).
+// Each step of 1 and check:package print their output whole when they end (with their time);
+// vitest prints its own as it runs. A step that fails fails the run: after step 1 nothing more
+// starts; vitest and check:package both run to their end.
+//
+// Usage: node scripts/test.mjs [vitest arguments…]
+import { spawn } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const root = fileURLToPath(new URL("../", import.meta.url));
+
+/** Runs `command`; its output is kept (printed when it ends) unless `live`. Resolves its exit status. */
+function run(name, command, args, live = false) {
+  const started = performance.now();
+  return new Promise((resolve) => {
+    const child = spawn(command, args, {
+      cwd: root,
+      stdio: live ? "inherit" : ["ignore", "pipe", "pipe"],
+      env: process.env,
+    });
+    let out = "";
+    if (!live) {
+      child.stdout.on("data", (c) => (out += c));
+      child.stderr.on("data", (c) => (out += c));
+    }
+    const end = (status, detail = "") => {
+      const s = ((performance.now() - started) / 1000).toFixed(1);
+      const what = status === 0 ? "passed" : `FAILED (exit status ${status})`;
+      process.stdout.write(`\n── ${name}: ${what} in ${s} s${detail}\n${out}`);
+      resolve(status);
+    };
+    child.once("error", (error) => end(1, `: ${error.message}`));
+    child.once("close", (code, signal) => end(code ?? (signal ? 1 : 0)));
+  });
+}
+
+/** `npm run <script>` (package.json defines each). */
+const npmRun = (script) => run(script, "npm", ["run", "--silent", script]);
+
+const first = await Promise.all(
+  ["typecheck", "check:examples", "check:lists", "lint", "check:docs", "build"].map((s) => npmRun(s)),
+);
+if (first.some((status) => status !== 0)) {
+  process.stdout.write("\nnpm test: a check above failed; the tests did not run.\n");
+  process.exit(1);
+}
+const [tests, pkg] = await Promise.all([
+  run("vitest", "node_modules/.bin/vitest", ["run", ...process.argv.slice(2)], true),
+  npmRun("check:package"),
+]);
+process.exit(tests === 0 && pkg === 0 ? 0 : 1);
