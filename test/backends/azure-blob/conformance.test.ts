@@ -10,11 +10,26 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { describe, inject, it } from "vitest";
+import { afterAll, describe, it } from "vitest";
 import { type AzureBlobOptions, azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
+import {
+  AZURITE_ACCOUNT,
+  AZURITE_KEY,
+  connectionStringOf,
+  startAzurite,
+} from "../../harness/servers/azurite.ts";
 
-const az = inject("azurite");
+// An Azurite of the file's own (the suite is the heaviest user of one; the shared Azurite serves
+// the other files): with one for everything, a loaded run saw it answer a release no sooner than 3 s.
+const server = await startAzurite();
+afterAll(() => server.stop());
+const az = {
+  accountUrl: server.accountUrl,
+  accountName: AZURITE_ACCOUNT,
+  accountKey: AZURITE_KEY,
+  connectionString: connectionStringOf(server.accountUrl),
+};
 const ttl = 15_000;
 
 function accountSas(): string {
