@@ -18,8 +18,8 @@ export default defineConfig({
     // Most files wait on timers, servers and child processes rather than on the CPU: on a 2-core
     // machine vitest's default (one worker per core but one) would run them one after another.
     // Four at once. The shared servers written in Node (the Upstash bridge, dynalite) run in
-    // processes of their own, and the quorum suite has an Azurite of its own: with everything in
-    // vitest's main process and one Azurite, four at once made them slow to answer now and then.
+    // processes of their own, not in vitest's main process, and the quorum suite has an Azurite of
+    // its own (test/harness/servers/own-process.ts, test/backends/quorum/conformance.test.ts).
     maxWorkers: 4,
   },
 });

@@ -13,6 +13,14 @@ import { fileURLToPath } from "node:url";
 
 const root = fileURLToPath(new URL("../", import.meta.url));
 
+const children = new Set();
+// Interrupted (Ctrl-C, a CI timeout): the steps, vitest and the servers it started go too.
+for (const signal of ["SIGINT", "SIGTERM"])
+  process.once(signal, () => {
+    for (const child of children) child.kill(signal);
+    process.exit(1);
+  });
+
 /** Runs `command`; its output is kept (printed when it ends) unless `live`. Resolves its exit status. */
 function run(name, command, args, live = false) {
   const started = performance.now();
@@ -22,19 +30,26 @@ function run(name, command, args, live = false) {
       stdio: live ? "inherit" : ["ignore", "pipe", "pipe"],
       env: process.env,
     });
+    children.add(child);
     let out = "";
     if (!live) {
       child.stdout.on("data", (c) => (out += c));
       child.stderr.on("data", (c) => (out += c));
     }
-    const end = (status, detail = "") => {
+    let ended = false;
+    const end = (status, how) => {
+      if (ended) return; // a spawn that failed reports "error", then "close"
+      ended = true;
+      children.delete(child);
       const s = ((performance.now() - started) / 1000).toFixed(1);
-      const what = status === 0 ? "passed" : `FAILED (exit status ${status})`;
-      process.stdout.write(`\n── ${name}: ${what} in ${s} s${detail}\n${out}`);
+      const what = status === 0 ? "passed" : `FAILED (${how})`;
+      process.stdout.write(`\n── ${name}: ${what} in ${s} s\n${out}`);
       resolve(status);
     };
-    child.once("error", (error) => end(1, `: ${error.message}`));
-    child.once("close", (code, signal) => end(code ?? (signal ? 1 : 0)));
+    child.once("error", (error) => end(1, error.message));
+    child.once("close", (code, signal) =>
+      end(code ?? 1, signal ? `killed by ${signal}` : `exit status ${code}`),
+    );
   });
 }
 

@@ -31,7 +31,11 @@ export async function runKvChecks(
   let stderr = "";
   child.stdout!.setEncoding("utf8").on("data", (c: string) => (stdout += c));
   child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
-  const killer = setTimeout(() => void killAll([child]), RUNNER_MS);
+  let timedOut = false;
+  const killer = setTimeout(() => {
+    timedOut = true;
+    void killAll([child]);
+  }, RUNNER_MS);
   const status = await new Promise<number | null>((resolve) => {
     child.once("error", (error) => {
       stderr += String(error);
@@ -41,8 +45,13 @@ export async function runKvChecks(
   });
   clearTimeout(killer);
   running.delete(child);
+  expect(timedOut, `${cmd[0]} was killed after ${RUNNER_MS / 1000} s; stderr: ${stderr.slice(-2_000)}`).toBe(
+    false,
+  );
+  // Whole lines only: one cut short by the process's end is not a result.
   const results = stdout
     .split("\n")
+    .slice(0, -1)
     .filter((l) => l.startsWith("{"))
     .map((l) => JSON.parse(l) as { name: string; ok: boolean; error?: string });
   expect(status, `${cmd[0]} exited ${status}: ${stderr.slice(-2_000)}`).toBe(0);

@@ -21,10 +21,13 @@ export interface UpstashDatabase {
   stop(): Promise<void>;
 }
 
-/** Starts `count` independent databases (for a quorum's members); stop them with their `stop`. */
+/**
+ * Starts `count` independent databases (for a quorum's members); stop them with their `stop`.
+ * When one fails to start, the others are stopped and it rejects with the first failure.
+ */
 export async function startDatabases(count: number): Promise<UpstashDatabase[]> {
-  return Promise.all(
-    Array.from({ length: count }, async () => {
+  const started = await Promise.allSettled(
+    Array.from({ length: count }, async (): Promise<UpstashDatabase> => {
       const redis = await startRedis();
       const bridge = await startBridge({ redis: redis.socket }).catch(async (error: unknown) => {
         await redis.stop();
@@ -50,4 +53,9 @@ export async function startDatabases(count: number): Promise<UpstashDatabase[]> 
       };
     }),
   );
+  const failed = started.find((r) => r.status === "rejected");
+  const dbs = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  if (!failed) return dbs;
+  await Promise.all(dbs.map((d) => d.stop()));
+  throw failed.reason;
 }

@@ -1,8 +1,8 @@
 // The backend conformance suite against quorums: of 3 memory stores, and of real backends: 3 and 5 independent databases
 // (a redis-server behind an Upstash-REST bridge each), and a mix of two databases with Azurite
 // (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently). That Azurite is
-// the file's own: the shared one serves azure-blob's conformance suite, which may run beside it,
-// and one Azurite under both answered a request no sooner than 3 s in loaded runs.
+// the file's own, started beside its databases: the shared one serves azure-blob's conformance
+// suite, which may run at the same time.
 import { afterAll, beforeAll, describe, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { memory } from "../../../src/backends/memory/index.ts";

@@ -17,10 +17,6 @@ export const AZURITE_ACCOUNT = "devstoreaccount1";
 export const AZURITE_KEY =
   "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
 
-/** The connection string of Azurite's development account at `accountUrl`. */
-export const connectionStringOf = (accountUrl: string): string =>
-  `DefaultEndpointsProtocol=http;AccountName=${AZURITE_ACCOUNT};AccountKey=${AZURITE_KEY};BlobEndpoint=${accountUrl};`;
-
 export interface AzuriteServer {
   port: number;
   /** `http(s)://127.0.0.1:<port>/devstoreaccount1` (path-style). */

@@ -53,23 +53,34 @@ export async function inOwnProcess<K extends Kind>(
     await exited;
     clearTimeout(killer);
   };
+  // Kept until it prints its addresses (for the error when it does not), then dropped.
   let stderr = "";
-  child.stderr!.setEncoding("utf8").on("data", (c: string) => (stderr += c));
+  const keep = (c: string) => (stderr += c);
+  child.stderr!.setEncoding("utf8").on("data", keep);
   try {
     const line = await new Promise<string>((resolve, reject) => {
       let out = "";
       const timeout = setTimeout(() => reject(new Error("no address within 30 s")), 30_000);
-      child.stdout!.setEncoding("utf8").on("data", (c: string) => {
+      const onData = (c: string) => {
         out += c;
         if (!out.includes("\n")) return;
         clearTimeout(timeout);
+        child.stdout!.off("data", onData).resume();
         resolve(out.slice(0, out.indexOf("\n")));
-      });
-      child.once("exit", (code) => {
+      };
+      child.stdout!.setEncoding("utf8").on("data", onData);
+      child.once("error", (error) => {
         clearTimeout(timeout);
-        reject(new Error(`it exited with ${code}`));
+        reject(error);
+      });
+      // "close", not "exit": its stderr has been read to the end by then.
+      child.once("close", (code, signal) => {
+        clearTimeout(timeout);
+        reject(new Error(`it exited with ${signal ?? code}`));
       });
     });
+    child.stderr!.off("data", keep).resume();
+    stderr = "";
     return { ...(JSON.parse(line) as Info<K>), stop };
   } catch (error) {
     await stop();

@@ -1,13 +1,7 @@
 // Global setup: starts Azurite (blob, in memory, free loopback port) before all tests and stops it
 // after. A second Azurite serves HTTPS with --oauth basic for the bearer-token tests.
 import type { TestProject } from "vitest/node";
-import {
-  AZURITE_ACCOUNT,
-  AZURITE_KEY,
-  type AzuriteServer,
-  connectionStringOf,
-  startAzurite,
-} from "../servers/azurite.ts";
+import { AZURITE_ACCOUNT, AZURITE_KEY, type AzuriteServer, startAzurite } from "../servers/azurite.ts";
 
 export interface AzuriteContext {
   /** `http://127.0.0.1:<port>/devstoreaccount1`. */
@@ -46,7 +40,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
     accountUrl: http.accountUrl,
     accountName: AZURITE_ACCOUNT,
     accountKey: AZURITE_KEY,
-    connectionString: connectionStringOf(http.accountUrl),
+    connectionString: `DefaultEndpointsProtocol=http;AccountName=${AZURITE_ACCOUNT};AccountKey=${AZURITE_KEY};BlobEndpoint=${http.accountUrl};`,
     port: http.port,
     oauth,
   });
