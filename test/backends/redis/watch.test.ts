@@ -95,7 +95,10 @@ type Attempt = Extract<LockEvent, { type: "attempt" }> & { at: number };
 
 /**
  * A waiter on `name`: `events` its attempts, each with the time it was answered; `listening`
- * resolves once it listens (its second attempt, the one at once after the watch started).
+ * resolves once it listens: it made its second attempt (the one at once after the watch started)
+ * and the server counts a subscriber to the name's channel. (Not the attempt alone: under load
+ * its first pause, 25 ms, can end before the subscriber connection is open, and a poll's
+ * attempt comes second; a loaded run saw the extra connection missing from the count that way.)
  */
 function waiter(backend: Backend, name: string, retryDelay = 60_000) {
   const events: Attempt[] = [];
@@ -104,7 +107,13 @@ function waiter(backend: Backend, name: string, retryDelay = 60_000) {
   };
   const mutex = createMutex(backend, { name, ttl: 30_000, retryDelay, onEvent: record });
   const lease = mutex.acquire({ timeout: 50_000 });
-  const listening = until(() => events.length >= 2, 10_000, "listening");
+  const channel = `leasehold:leasehold:{${name}}`;
+  const listening = until(
+    async () =>
+      events.length >= 2 && ((await admin.call("PUBSUB", "NUMSUB", channel)) as [string, number])[1] >= 1,
+    10_000,
+    "listening",
+  );
   return { events, lease, listening, record };
 }
 
