@@ -19,8 +19,8 @@ import {
   optionsOf,
   textProblem,
 } from "./options.ts";
-import { MAX_DELAY, now, sleep } from "./time.ts";
-import { backoff } from "./timing.ts";
+import { MAX_DELAY, now, sleep, within } from "./time.ts";
+import { backoff, quietBound } from "./timing.ts";
 
 /** What identifies one fire: epoch ms (a safe integer), a valid Date, or a string id. */
 export type Fire = number | Date | string;
@@ -223,6 +223,9 @@ export async function runOnce<T>(
   let granted: string | undefined;
   let finishing: string | undefined;
   let completed: boolean | undefined;
+  // The last release sent for an attempt (the engine gives back what an unanswered acquire may
+  // have taken): a failed attempt waits for it, below.
+  let givingBack: Promise<void> | undefined;
   const through: Backend = {
     name: backend.name,
     ...(backend.expiry ? { expiry: backend.expiry } : {}),
@@ -233,7 +236,10 @@ export async function runOnce<T>(
     },
     renew: (r) => backend.renew(r),
     async release(r) {
-      if (r.nonce !== finishing) return backend.release(r);
+      if (r.nonce !== finishing) {
+        givingBack = backend.release(r);
+        return givingBack;
+      }
       completed = await complete.call(backend, { ...r, retain });
     },
     inspect: (r) => backend.inspect(r),
@@ -267,7 +273,16 @@ export async function runOnce<T>(
       throw error;
     }
   } else {
-    const r = await attempt(signal);
+    let r: Awaited<ReturnType<typeof attempt>>;
+    try {
+      r = await attempt(signal);
+    } catch (error) {
+      // An acquire whose answer was lost may have taken the fire's lock: the engine gives it back
+      // in the background. Wait for that (bounded like a release) before rejecting, so a retry of
+      // this call finds the fire free, not `running` on its own grant, and runs it.
+      await within(givingBack ?? Promise.resolve(), quietBound(o.ttl));
+      throw error;
+    }
     if (!isLease(r))
       return r.done ? { ran: false, reason: "done", by: r.done } : { ran: false, reason: "running" };
     lease = r;

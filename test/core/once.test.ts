@@ -274,6 +274,40 @@ describe("runOnce", () => {
     expect(calls).toBe(2);
   });
 
+  it("an acquire whose answer was lost rejects once its grant was given back, so a retry of the call runs the fire", async () => {
+    const store = memory();
+    let lose = true;
+    // The store takes the lock, but the answer is lost (on a real store: no answer within the
+    // bound, a reset); the give-back that follows takes 300 ms.
+    const mutex = createMutex(
+      backendWith({
+        ...store,
+        async acquire(r) {
+          const result = await store.acquire(r);
+          if (!lose) return result;
+          lose = false;
+          throw busy();
+        },
+        release: async (r) => {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          return store.release(r);
+        },
+      }),
+      { name: "job", ttl: 1_000 },
+    );
+    const runs = vi.fn(() => "sent");
+    const first = runOnce(mutex, "t", runs).catch((error: unknown) => error);
+    let answered = false;
+    void first.then(() => (answered = true));
+    await vi.advanceTimersByTimeAsync(200);
+    expect(answered).toBe(false); // its grant is still being given back
+    await vi.advanceTimersByTimeAsync(200);
+    expect(await first).toBeInstanceOf(BackendError);
+    // Retried (as a scheduler would): the fire is free, not `running` on the lost grant.
+    expect((await settled(runOnce(mutex, "t", runs))).value).toEqual({ ran: true, value: "sent", token: 2 });
+    expect(runs).toHaveBeenCalledTimes(1);
+  });
+
   it("a lease lost during fn is not recorded: the fire runs again", async () => {
     const { store, make } = setup();
     const renew = vi.spyOn(store, "renew").mockResolvedValue(false);
