@@ -1,7 +1,8 @@
 // Resources: 10 000 acquire/release cycles (memory backend) and 1 000 against the Upstash bridge
 // leave no pending timers and no abort listeners behind, and the heap does not grow with the
 // number of cycles (measured in a child `node --expose-gc` so that global.gc() is available and
-// nothing of vitest's is on the heap).
+// nothing of vitest's is on the heap), nor any of Node's timer lists (a child
+// `node --expose-internals`, which can read them).
 import { execFileSync } from "node:child_process";
 import { getEventListeners } from "node:events";
 import { fileURLToPath } from "node:url";
@@ -61,6 +62,40 @@ describe("no timers, listeners or memory left behind", () => {
     expect(after).toBeLessThanOrEqual(before);
     expect(listeners).toBe(0);
     expect(await mutex.holder()).toBeNull();
+  });
+
+  it("Node's timer lists: cycles a millisecond apart leave none behind (child node --expose-internals)", {
+    timeout: 60_000,
+  }, () => {
+    // Node files a timer in a list per duration and keeps the list of a cleared unref'ed timer
+    // until that duration has passed. Each lease's timer has a duration of its own (its deadline
+    // less the time taken), so without the core's care 300 cycles left about 300 lists for 15 s,
+    // and with thousands a setTimeout of a new duration took about 100 µs (bench/RESULTS.md).
+    const src = (p: string) => fileURLToPath(new URL(`../../src/${p}`, import.meta.url));
+    const script = `
+      const { createRequire } = await import("node:module");
+      const { timerListMap } = createRequire(import.meta.url)("internal/timers");
+      const { createMutex } = await import(${JSON.stringify(src("index.ts"))});
+      const { memory } = await import(${JSON.stringify(src("backends/memory/index.ts"))});
+      const mutex = createMutex(memory(), { name: "lists", ttl: 15000 });
+      const lists = () => Object.keys(timerListMap).length;
+      const before = lists();
+      for (let i = 0; i < 300; i++) {
+        const lease = await mutex.acquire();
+        await lease.renew();
+        await lease.release();
+        await new Promise((r) => setTimeout(r, 1));
+      }
+      console.log(JSON.stringify({ before, after: lists() }));
+    `;
+    const out = execFileSync(
+      process.execPath,
+      ["--expose-internals", "--import", "tsx", "--input-type=module", "-e", script],
+      { encoding: "utf8", timeout: 50_000 },
+    );
+    const { before, after } = JSON.parse(out.trim().split("\n").at(-1)!) as { before: number; after: number };
+    console.log(`[resources] Node's timer lists: ${before} → ${after} after 300 cycles 1 ms apart`);
+    expect(after - before).toBeLessThan(10);
   });
 
   it("heap after global.gc(): flat across 2 × 10 000 cycles (child node --expose-gc)", {
