@@ -13,16 +13,19 @@
 //                         liveness check a careful holder does); release = SELECT
 //                         pg_advisory_unlock($1) and return the connection.
 // Every iteration runs each contender's full cycle once, in a fresh random order, each on its
-// own lock name. Runs in the bench's process (the servers are processes of their own).
+// own lock name. Runs in the bench's process (the servers are processes of their own), with
+// leasehold's side (src/ and bench/lib/cycles.ts) bundled as an app ships it (bench/lib/bundle.ts).
 import { readFileSync } from "node:fs";
 import IORedis from "ioredis";
 import pg from "pg";
 import { Mutex as SemaphoreMutex } from "redis-semaphore";
 import Redlock from "redlock";
-import { postgres } from "../src/backends/postgres/index.ts";
-import { redis } from "../src/backends/redis/index.ts";
+import type * as Postgres from "../src/backends/postgres/index.ts";
+import type * as Redis from "../src/backends/redis/index.ts";
 import { OPS, type Op } from "./latency.ts";
-import { type Cycle, ours, time3 } from "./lib/cycles.ts";
+import { bundleSrc } from "./lib/bundle.ts";
+import type * as Cycles from "./lib/cycles.ts";
+import { type Cycle, time3 } from "./lib/cycles.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export interface ClientsResult {
@@ -58,6 +61,14 @@ export async function runClients(
   iterations: number,
   warmup: number,
 ): Promise<ClientsResult> {
+  const bundle = await bundleSrc({
+    cycles: "bench/lib/cycles.ts",
+    redis: "src/backends/redis/index.ts",
+    postgres: "src/backends/postgres/index.ts",
+  });
+  const { ours } = await bundle.load<typeof Cycles>("cycles");
+  const { redis } = await bundle.load<typeof Redis>("redis");
+  const { postgres } = await bundle.load<typeof Postgres>("postgres");
   const client = new IORedis({ host: "127.0.0.1", port: target.redisPort });
   const pool = new pg.Pool({ connectionString: target.postgresUrl, max: 4 });
   try {
@@ -138,5 +149,6 @@ export async function runClients(
   } finally {
     client.disconnect();
     await pool.end();
+    bundle.remove();
   }
 }

@@ -10,14 +10,17 @@
 //   redis-semaphore     its Semaphore on the same ioredis client (tryAcquire / release),
 //                       refreshInterval 0, acquireAttemptsLimit 1
 // Every iteration runs each contender once, in a fresh random order, each on its own names.
+// leasehold's side is src/ bundled as an app ships it (bench/lib/bundle.ts).
 // `npx tsx bench/semaphore.ts` runs it alone (its own redis-server, bridge and workerd) and prints it.
 import { readFileSync } from "node:fs";
 import IORedis from "ioredis";
 import { Semaphore as RedisSemaphore } from "redis-semaphore";
-import { durableObject } from "../src/backends/cloudflare/index.ts";
-import { redis } from "../src/backends/redis/index.ts";
-import { upstash } from "../src/backends/upstash/index.ts";
-import { type Backend, createSemaphore, type Permit } from "../src/index.ts";
+import type * as Cloudflare from "../src/backends/cloudflare/index.ts";
+import type * as Redis from "../src/backends/redis/index.ts";
+import type * as Upstash from "../src/backends/upstash/index.ts";
+import type * as Core from "../src/index.ts";
+import type { Backend, Permit } from "../src/index.ts";
+import { bundleSrc } from "./lib/bundle.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export const LIMITS = [1, 5, 50] as const;
@@ -37,7 +40,12 @@ interface Contender {
   cycle(): Promise<[number, number, number]>;
 }
 
-function ours(backend: Backend, name: string, limit: number): Contender {
+function ours(
+  createSemaphore: typeof Core.createSemaphore,
+  backend: Backend,
+  name: string,
+  limit: number,
+): Contender {
   const sem = createSemaphore(backend, { name, limit, ttl: TTL, renew: false, owner: "bench" });
   return {
     async fill() {
@@ -92,15 +100,30 @@ export async function runSemaphore(
   iterations: number,
   warmup: number,
 ): Promise<SemaphoreResult> {
+  const bundle = await bundleSrc({
+    core: "src/index.ts",
+    redis: "src/backends/redis/index.ts",
+    upstash: "src/backends/upstash/index.ts",
+    cloudflare: "src/backends/cloudflare/index.ts",
+  });
+  const { createSemaphore } = await bundle.load<typeof Core>("core");
+  const { redis } = await bundle.load<typeof Redis>("redis");
+  const { upstash } = await bundle.load<typeof Upstash>("upstash");
+  const { durableObject } = await bundle.load<typeof Cloudflare>("cloudflare");
   const client = new IORedis({ host: "127.0.0.1", port: target.redisPort });
   const series: SemaphoreResult["series"] = {};
   try {
     for (const limit of LIMITS) {
       const tag = `bench-sem-${limit}-${crypto.randomUUID().slice(0, 8)}`;
       const contenders: Record<string, Contender> = {
-        "leasehold upstash": ours(upstash(target.upstash), `${tag}-upstash`, limit),
-        "leasehold redis": ours(redis(client), `${tag}-redis`, limit),
-        "leasehold cloudflare": ours(durableObject(target.cloudflare), `${tag}-cloudflare`, limit),
+        "leasehold upstash": ours(createSemaphore, upstash(target.upstash), `${tag}-upstash`, limit),
+        "leasehold redis": ours(createSemaphore, redis(client), `${tag}-redis`, limit),
+        "leasehold cloudflare": ours(
+          createSemaphore,
+          durableObject(target.cloudflare),
+          `${tag}-cloudflare`,
+          limit,
+        ),
         "redis-semaphore": theirs(client, `${tag}-theirs`, limit),
       };
       const frees = await Promise.all(Object.values(contenders).map((c) => c.fill()));
@@ -124,6 +147,7 @@ export async function runSemaphore(
     }
   } finally {
     await client.quit();
+    bundle.remove();
   }
   const { version } = JSON.parse(
     readFileSync(new URL("../node_modules/redis-semaphore/package.json", import.meta.url), "utf8"),

@@ -683,9 +683,9 @@ function manySection(r: ManyResult): string {
       "Each row runs in a child process of its own running src/ bundled by esbuild, as an app ships it (through tsx, every closure would carry a name of its own, 256 bytes each); the servers (redis-server, the bridge) run in other processes. " +
       `**CPU**: \`process.cpuUsage()\` (user + system, every thread of the process) over a steady window of ${(r.windowMs / 1000).toFixed(0)} s (two renewal periods and more), as a share of one core. ` +
       "**heap / lease**: `heapUsed` after `gc()` (node --expose-gc) with the leases held, less `heapUsed` after `gc()` before acquiring them (the mutexes already made), per lease: everything a held lease keeps alive, its handle, closures and timer included. " +
-      "**timers**: timers pending in the middle of the window (`setTimeout` counted; a lease's timer is unref'ed, so `process.getActiveResourcesInfo()`, in brackets, does not list it). " +
+      "**timers**: timers pending in the middle of the window (counted in Node's own timer lists, the child runs with --expose-internals; a lease's timer is unref'ed, so `process.getActiveResourcesInfo()`, in brackets, does not list it). " +
       "**req/s**: requests to the backend per second in the window. **spread**: keys renewed per 100 ms in the window, the largest bucket and the 99th percentile bucket over the mean (1 is perfectly even; a pause of the event loop, a GC or the machine, piles the renewals of its cells into one bucket and shows in the largest only). **lost**: leases lost during the run. " +
-      "The two backends of one row run at the same time, on a machine that others share: CPU and spread are this run's, not a floor." +
+      "One child at a time (until issue 29's fourth session two ran at once, each counting the other's load on 2 cores, and setTimeout was wrapped to count timers, about 0.5 % of a core at 10 000 leases), on a machine that others share: CPU and spread are this run's, not a floor." +
       (r.measured ? ` Measured apart from the rest of this page: ${r.measured}.` : ""),
     "",
     ...manyTable(r),
@@ -744,6 +744,7 @@ function semaphoreSection(r: SemaphoreResult): string {
     "",
     "`tryAcquire()` of a permit of a semaphore of limit 1, 5 and 50 with limit − 1 permits already held by others (so the acquire must find the last free slot), then its `release()`, on one redis-server. " +
       "**leasehold upstash**: `createSemaphore(upstash(…))` through the Upstash REST bridge; **leasehold redis**: `createSemaphore(redis(client))` over one ioredis client; both send one `ACQUIRE_ANY` script per acquire whatever the limit (`acquireAny`), and each permit is a lease with a fencing token per slot. " +
+      "leasehold's side is src/ bundled by esbuild, as an app ships it. " +
       "**leasehold cloudflare** (in runs that have it): `createSemaphore(durableObject({ url, token }))` through the `lockHandler` route of the LeaseholdLock object in workerd on loopback: one `acquireAny` request to the object that holds every slot of the semaphore. " +
       `**redis-semaphore** ${r.redisSemaphore}: its \`Semaphore\` on the same ioredis client (\`tryAcquire\` / \`release\`, refreshInterval 0), no fencing token. ` +
       `${r.iterations} interleaved iterations after ${r.warmup} warm-up; ms, median / p90 / p99.`,
@@ -768,7 +769,9 @@ function clientsSection(c: ClientsResult): string {
       c.versions,
     )
       .map(([k, v]) => `${k} ${v}`)
-      .join(", ")}), in the bench's process, servers on loopback TCP. ` +
+      .join(
+        ", ",
+      )}), in the bench's process, servers on loopback TCP; leasehold's side is src/ bundled by esbuild as an app ships it (through tsx every closure would carry a name of its own, which no built app has and the peers, plain JavaScript, do not pay). ` +
       "**leasehold**: `createMutex(redis(client))` / `createMutex(postgres(pool))`, `tryAcquire()`, `lease.renew()`, `lease.release()`. **backend + timeout**: the adapter's methods, each request with the core's per-request timeout signal (as in section 1); here the floor of any client with a per-request timeout, compared with the adapter alone (these drivers have no raw-request floor). **backend alone**: the adapter's methods without the core. " +
       "**redlock**: v5 on `[client]` (`acquire` / `extend` / `release`, retryCount 0). **redis-semaphore**: its `Mutex` (`tryAcquire` / its refresh / `release`, refreshInterval 0). " +
       "**advisory**: a hand-written session advisory lock on the same pg Pool: acquire = check out a connection and `pg_try_advisory_lock`; renew = `SELECT 1` on the held connection (an advisory lock has no expiry to extend; this is the liveness check a careful holder runs); release = `pg_advisory_unlock` and return the connection. " +
@@ -941,7 +944,7 @@ function explain(res: Results): string[] {
     out.push(
       "### redis() against redlock",
       "",
-      `The adapter alone is about as fast as redlock on the same ioredis client (${adapter} of redlock's median): both send one \`EVALSHA\` per operation. The core adds ${core} (leasehold vs backend alone). Since issue 29 the per-request bound is one shared timer for every request in flight and redis() is handed no signal (the core races the command against its bound, docs/DESIGN.md §4.3): the "backend + timeout" column of section 11 is within a few µs of the backend alone. What is left is the lease itself (its deadline and renewal timer, its handle and closures, and their garbage), which redlock does not have (no local deadline, no background renewal, no fencing token), and one cost of this bench: Node runs src/ through tsx, which wraps every named closure in a naming call, while redlock runs as plain JavaScript (bundled, without that wrapping, issue 29's session measured ×1.15–1.24 per operation). On loopback a Redis round trip here is 20–40 µs, so the lease's few tens of µs are a large share of it; over a network (0.2–1 ms per round trip) they are a few per cent. The target is missed on loopback by the lease's per-operation cost, not by the adapter or the bound. A \`lease.renew()\` on redis() goes through the batch of renewals (renewMany, docs/DESIGN.md §4.3) even when it is alone in it: measured apart, 50–55 µs per manual renew against 44–50 µs with renewMany taken away.`,
+      `The adapter alone is about as fast as redlock on the same ioredis client (${adapter} of redlock's median): both send one \`EVALSHA\` per operation. The core adds ${core} (leasehold vs backend alone). Since issue 29 the per-request bound is one shared timer for every request in flight and redis() is handed no signal (the core races the command against its bound, docs/DESIGN.md §4.3): the "backend + timeout" column of section 11 is within a few µs of the backend alone. What is left is the lease itself: its local deadline and renewal timer, its handle and closures, and their garbage, which redlock does not have (no local deadline, no background renewal, no fencing token). Two costs that earlier runs counted are gone since issue 29's fourth session: this item ran src/ through tsx, which wraps every named closure in a naming call (now src/ is bundled as an app ships it), and Node kept an emptied timer list per lease duration until that duration had passed, which after a few thousand cycles made every new \`setTimeout\` cost about 100 µs (the core now lets Node delete it, docs/DESIGN.md §4.8). On loopback a Redis round trip here is 40–70 µs, so ×1.05 is 2–4 µs per operation, less than what a lease's deadline, timer, handle and batch cost; over a network (0.2–1 ms per round trip) the same tens of µs are a few per cent. The target is missed on loopback by the lease's per-operation cost, not by the adapter or the bound. A \`lease.renew()\` on redis() goes through the batch of renewals (renewMany, docs/DESIGN.md §4.3) even when it is alone in it, a microtask and a one-member \`renewMany\` script more than a plain renew.`,
       "",
     );
   }
@@ -969,7 +972,7 @@ function explain(res: Results): string[] {
     for (const t of manyMiss) out.push(`- ${t.target}: ${t.result}.`);
     out.push(
       "",
-      "Batched renewal brings the requests of 10 000 leases down to about ten a second (section 17); what is left is the core's work per renewal (its timer's callback on the grid, the renewal's promise and the batch's bookkeeping, about 15–20 µs each on this machine, measured with a backend that answers at once) at 2 000 renewals a second, plus the client's parsing and the garbage. The next lever is one renewal wheel per backend object with no timer and no promise per lease and renewal; it was not built in issue 29.",
+      "Batched renewal brings the requests of 10 000 leases down to about ten a second (section 17); what is left is the core's work per renewal (its timer's callback on the grid, the renewal's promise and the batch's bookkeeping, about 15–20 µs each on this machine, measured with a backend that answers at once) at 2 000 renewals a second, plus the client's parsing and the garbage. The figure moves by a point or more from run to run on this shared machine (issue 29's fourth session measured the redis row at 4.9, 5.6, 6.6 and 6.6 % with the same code, one child at a time). Since that session the rows run one child at a time (two at once shared 2 cores) and count timers in Node's own lists instead of wrapping `setTimeout` (the wrapper alone cost about 0.5 % of a core at 10 000 leases, measured apart). The next lever is one renewal wheel per backend object with no timer and no promise per lease and renewal; it was not built in issue 29.",
       "",
     );
   }
