@@ -1,16 +1,11 @@
-import { readdirSync } from "node:fs";
 import { defineConfig } from "vitest/config";
-
-// Every file in test/harness/setup/ is a global setup: each starts one real server (redis-server behind
-// the Upstash REST bridge, Azurite) on loopback before the tests and stops it afterwards.
-const globalSetup = readdirSync(new URL("./test/harness/setup/", import.meta.url))
-  .filter((f) => f.endsWith(".ts"))
-  .map((f) => `test/harness/setup/${f}`);
 
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    globalSetup,
+    // Starts every server of test/harness/setup/ (one file each) at once, before the tests, and
+    // stops them afterwards: redis-server behind the Upstash REST bridge, Azurite, PostgreSQL, …
+    globalSetup: ["test/harness/global-setup.ts"],
     // Records every LockError and console line of the run and fails when one carries a secret.
     setupFiles: ["test/harness/secrets.ts"],
     testTimeout: 30_000,

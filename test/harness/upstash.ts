@@ -1,6 +1,7 @@
 // The upstash backend's keys in Redis, for tests that read them back with the official client, and
 // independent databases (a redis-server behind a bridge each) for the quorum's members.
 
+import { startedAll } from "./servers/children.ts";
 import { type RedisServer, startRedis } from "./servers/redis.ts";
 import { connectResp } from "./servers/resp.ts";
 import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
@@ -26,7 +27,7 @@ export interface UpstashDatabase {
  * When one fails to start, the others are stopped and it rejects with the first failure.
  */
 export async function startDatabases(count: number): Promise<UpstashDatabase[]> {
-  const started = await Promise.allSettled(
+  return startedAll(
     Array.from({ length: count }, async (): Promise<UpstashDatabase> => {
       const redis = await startRedis();
       const bridge = await startBridge({ redis: redis.socket }).catch(async (error: unknown) => {
@@ -53,9 +54,4 @@ export async function startDatabases(count: number): Promise<UpstashDatabase[]> 
       };
     }),
   );
-  const failed = started.find((r) => r.status === "rejected");
-  const dbs = started.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
-  if (!failed) return dbs;
-  await Promise.all(dbs.map((d) => d.stop()));
-  throw failed.reason;
 }

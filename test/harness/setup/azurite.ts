@@ -2,6 +2,7 @@
 // after. A second Azurite serves HTTPS with --oauth basic for the bearer-token tests.
 import type { TestProject } from "vitest/node";
 import { AZURITE_ACCOUNT, AZURITE_KEY, type AzuriteServer, startAzurite } from "../servers/azurite.ts";
+import { startedAll } from "../servers/children.ts";
 
 export interface AzuriteContext {
   /** `http://127.0.0.1:<port>/devstoreaccount1`. */
@@ -23,19 +24,11 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const servers: AzuriteServer[] = [];
-  const http = await startAzurite();
-  servers.push(http);
-  let oauth: AzuriteContext["oauth"] = null;
-  try {
-    // Fails loudly (with the reason, such as a missing openssl) rather than skipping the bearer tests.
-    const https = await startAzurite({ oauth: true });
-    servers.push(https);
-    oauth = { accountUrl: https.accountUrl, port: https.port, ca: https.ca! };
-  } catch (error) {
-    await http.stop();
-    throw error;
-  }
+  // Both at once. Fails loudly (with the reason, such as a missing openssl) rather than skipping
+  // the bearer tests; the one that started is stopped.
+  const servers = await startedAll([startAzurite(), startAzurite({ oauth: true })]);
+  const [http, https] = servers as [AzuriteServer, AzuriteServer];
+  const oauth: AzuriteContext["oauth"] = { accountUrl: https.accountUrl, port: https.port, ca: https.ca! };
   project.provide("azurite", {
     accountUrl: http.accountUrl,
     accountName: AZURITE_ACCOUNT,
