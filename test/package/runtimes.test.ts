@@ -231,8 +231,7 @@ it("the smoke suite covers every backend the table says runs on every runtime, a
   expect([...smoked].sort()).toEqual(everywhere.map((row) => row.name).sort());
 });
 
-// The three runtimes at once (68 s one after another): each waits on the suite's expiries.
-describe.concurrent("the conformance suite through durableObject({ url, token })", {
+describe("the conformance suite through durableObject({ url, token })", {
   timeout: 120_000,
 }, () => {
   const names = conformanceChecks({ ...OPTIONS, backend: () => memory() }).map((c) => c.name);

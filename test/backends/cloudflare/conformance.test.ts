@@ -6,9 +6,6 @@
 // one, and the shared workerd serves the whole suite at once (and, in a full run, the cloudflare
 // invariant test beside it: with 2 s, the winner of 100 concurrent acquires was once answered
 // after its deadline), so an attempt gets the larger ttl − guard bound.
-// The two ways run side by side, each one check at a time (about 50 s and 30 s, 80 s one after
-// the other): `describe.concurrent` lanes whose tests are `it.sequential`. Inside workerd the ttl
-// is 2 s for that (a stalled isolate gives a lease up after 400 ms, not 200).
 import { describe, expect, inject, it } from "vitest";
 import type { FetchLike } from "../../../src/backend.ts";
 import { durableObject } from "../../../src/backends/cloudflare/index.ts";
@@ -17,8 +14,8 @@ import { bindingChecks } from "../../harness/cloudflare/worker.ts";
 
 const { url, token, origin } = inject("cloudflare");
 
-describe.concurrent("through the route, from Node", () => {
-  it.sequential("offers the waiting and acquireAny capabilities (so the checks of both below run)", () => {
+describe("through the route, from Node", () => {
+  it("offers the waiting and acquireAny capabilities (so the checks of both below run)", () => {
     expect(typeof durableObject({ url, token }).acquireQueued).toBe("function");
     expect(typeof durableObject({ url, token }).acquireAny).toBe("function");
   });
@@ -29,22 +26,22 @@ describe.concurrent("through the route, from Node", () => {
     return fetch(u, init);
   };
   testBackend(
-    { describe, it: it.sequential },
+    { describe, it },
     {
       backend: () => durableObject({ url, token, fetch: fetchCounting }),
       ttl: 3_000,
       prefix: "conformance-url",
     },
   );
-  it.sequential("the semaphore and acquireAny checks above took permits with acquireAny", () => {
+  it("the semaphore and acquireAny checks above took permits with acquireAny", () => {
     expect(anyRequests).toBeGreaterThanOrEqual(30);
   });
 });
 
-describe.concurrent("through the binding, inside workerd", () => {
-  const params = new URLSearchParams({ ttl: "2000", cycles: "200", contenders: "50" });
+describe("through the binding, inside workerd", () => {
+  const params = new URLSearchParams({ ttl: "1000", cycles: "200", contenders: "50" });
   for (const [i, check] of bindingChecks(null, params).entries()) {
-    it.sequential(
+    it(
       check.name,
       async () => {
         const res = await fetch(`${origin}/conformance/${i}?${params}`);

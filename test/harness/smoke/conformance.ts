@@ -2,10 +2,9 @@
 // Durable Object through its lockHandler route, for the runners of other runtimes
 // (run-conformance-bun.ts, run-conformance-deno.ts, run-conformance-node24.mjs): the same checks
 // test/backends/cloudflare/conformance.test.ts runs from vitest's Node. Fewer cycles and
-// contenders than the default, to stay quick, and a ttl of 2 s: each attempt is bounded by
+// contenders than the default, to stay quick, and a ttl of 1 s: each attempt is bounded by
 // ttl − guard, and the shared workerd serves the whole suite at once (a 500 ms ttl left 393 ms,
-// which a loaded 2-core machine exceeded once), for the three runtimes at once (a stalled event
-// loop then gives a lease up after 400 ms, not 200). Only erasable TypeScript here (Node 24 strips it).
+// which a loaded 2-core machine exceeded once). Only erasable TypeScript here (Node 24 strips it).
 import type * as CloudflareModule from "../../../src/backends/cloudflare/index.ts";
 import type * as TestingModule from "../../../src/testing/index.ts";
 
@@ -15,7 +14,7 @@ export interface ConformanceLib {
 }
 
 /** The options every runner uses; the test compares the names against the same list. */
-export const OPTIONS = { ttl: 2_000, cycles: 100, contenders: 30, prefix: "conformance-runtime" } as const;
+export const OPTIONS = { ttl: 1_000, cycles: 100, contenders: 30, prefix: "conformance-runtime" } as const;
 
 /** Runs every check in order; throws on the first failure (with the check's name). */
 export async function conformance(
