@@ -64,15 +64,17 @@ const counting = (ops: string[], lose = { next: false }) =>
 async function chunkedPost(url: string): Promise<{ status: number; produced: number; total: number }> {
   // A server that answers before reading the whole body closes a socket with unread data, which
   // TCP turns into a reset; when the reset overtakes the answer, fetch fails with ECONNRESET or
-  // EPIPE instead of showing the status (seen once on a loaded machine). The reset also says the
-  // rest went unread, but not the status: try again, a few times.
+  // EPIPE instead of showing the status (seen once on a loaded machine, and five times in a row
+  // within 55 ms on another). The reset also says the rest went unread, but not the status: try
+  // again, up to 20 times, after a pause that grows (a load spike passes).
   for (let attempt = 1; ; attempt++) {
     try {
       return await chunkedPostOnce(url);
     } catch (error) {
       const code = String((error as { cause?: { code?: unknown } }).cause?.code);
-      if (attempt >= 5 || !(error instanceof TypeError) || !/ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(code))
+      if (attempt >= 20 || !(error instanceof TypeError) || !/ECONNRESET|EPIPE|UND_ERR_SOCKET/.test(code))
         throw error;
+      await sleep(50 * attempt);
     }
   }
 }
