@@ -25,6 +25,7 @@ import {
   onSignals,
   statusOf,
   supervise,
+  whyEnded,
 } from "./supervise.ts";
 import { signalStatus } from "./watchdog.ts";
 
@@ -207,7 +208,7 @@ function running(
       const status = await ended(run, o.children, aborted(lease.signal), "keeping the lock");
       if (status !== undefined) return status;
       say(
-        `lost the lock "${lease.name}" (token ${lease.token}) while the command ran: ${messageOf(lease.signal.reason)}`,
+        `lost the lock "${lease.name}" (token ${lease.token}) while the command ran: ${whyEnded(run, lease.signal)}`,
       );
       say("stopping the command: SIGTERM" + (grace > 0 ? `, SIGKILL after ${grace} ms` : ""));
       const stopped = await statusOf(run);

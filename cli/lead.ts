@@ -7,7 +7,7 @@ import type { Options } from "./args.ts";
 import { EXIT } from "./help.ts";
 import { backendFailed, describe, misconfigured, mutexFor } from "./mutex.ts";
 import { messageOf, retryReporter, say } from "./output.ts";
-import { CommandExited, ended, onSignals, statusOf, supervise } from "./supervise.ts";
+import { CommandExited, ended, onSignals, statusOf, supervise, whyEnded } from "./supervise.ts";
 
 /** The longest pause before a restart, and the run that counts as stable: this many --restart-delay. */
 const RESTART_CAP = 60;
@@ -56,7 +56,7 @@ export async function lead(o: Options, backend: Backend, label: string): Promise
               term.abort();
               return;
             }
-            if (!stop.signal.aborted) say(`lost leadership of "${o.name}": ${messageOf(signal.reason)}`);
+            if (!stop.signal.aborted) say(`lost leadership of "${o.name}": ${whyEnded(command, signal)}`);
             const described = await statusOf(command);
             say(`the command was stopped${command.killed ? " with SIGKILL" : ""}${described}`);
           },

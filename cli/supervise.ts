@@ -5,7 +5,7 @@ import process from "node:process";
 import type { Lease } from "../src/lease.ts";
 import { now, sleep, within } from "../src/time.ts";
 import { EXIT } from "./help.ts";
-import { say } from "./output.ts";
+import { messageOf, say } from "./output.ts";
 import {
   type FromWatchdog,
   GROUP_POLL,
@@ -37,6 +37,8 @@ export interface Command {
   stop(): Promise<void>;
   /** Whether the stop needed SIGKILL. */
   readonly killed: boolean;
+  /** Why the watchdog stopped the command on its own (its deadline passed, leasehold was gone), if it did. */
+  readonly stoppedBy: string | undefined;
   /** When the command started (the watchdog said so), on the monotonic clock of src/time.ts. */
   readonly startedAt: number | undefined;
 }
@@ -65,6 +67,7 @@ export function supervise(
   let pgid: number | undefined;
   let startedAt: number | undefined;
   let killed = false;
+  let stoppedBy: string | undefined;
   let stopping: Promise<void> | undefined;
   let settleExit: (status: number) => void = () => {};
   let settleGone: () => void = () => {};
@@ -106,8 +109,10 @@ export function supervise(
       settleExit(m.status);
     } else if (m.t === "empty") done();
     else if (m.t === "killed") killed = true;
-    else if (m.t === "stopping" && m.why !== "leasehold asked")
+    else if (m.t === "stopping" && m.why !== "leasehold asked") {
+      stoppedBy = m.why;
       say(`the watchdog is stopping the command: ${m.why}`);
+    }
   });
   watchdog.once("exit", () => {
     // Normal after "empty". Otherwise the watchdog died: nothing guards the command but us.
@@ -160,6 +165,9 @@ export function supervise(
     get killed() {
       return killed;
     },
+    get stoppedBy() {
+      return stoppedBy;
+    },
     get startedAt() {
       return startedAt;
     },
@@ -169,7 +177,10 @@ export function supervise(
 /**
  * Waits for the command to end for good, unless `interrupted` settles first: its own exit, then
  * (as flock(1) does) every process it left in its group, or, with `children` "kill", their stop.
- * Resolves with the command's exit status, or `undefined` when interrupted.
+ * Resolves with the command's exit status, or `undefined` when interrupted or when the watchdog
+ * stopped the command on its own (`stoppedBy`): that is the lease's end, not the command's,
+ * whichever this process heard of first after a freeze (the command's exit or its own lease's
+ * timer).
  */
 export async function ended(
   command: Command,
@@ -179,11 +190,18 @@ export async function ended(
 ): Promise<number | undefined> {
   const stopped = interrupted.then(() => undefined);
   const status = await Promise.race([command.exited, stopped]);
-  if (status === undefined) return undefined;
+  if (status === undefined || command.stoppedBy !== undefined) return undefined;
   if (children === "kill") command.stop();
   else if (command.running())
     say(`the command exited (status ${status}); ${keeping} until the processes it left have ended`);
   return (await Promise.race([command.gone.then(() => true), stopped])) ? status : undefined;
+}
+
+/** Why the command's lease ended: the signal's reason, or what the watchdog said when it stopped the command first. */
+export function whyEnded(command: Command, signal: AbortSignal): string {
+  return signal.aborted || command.stoppedBy === undefined
+    ? messageOf(signal.reason)
+    : `the watchdog stopped the command: ${command.stoppedBy}`;
 }
 
 /** Stops the command and describes its status, when the watchdog could tell it: ` (status N)`. */

@@ -4,6 +4,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import { type Command, ended } from "../../cli/supervise.ts";
 import { cli, gone, lockKey, type Run, sdk, sh, sleep, stopChildren, unique } from "../harness/cli.ts";
 
 afterEach(stopChildren);
@@ -120,5 +121,31 @@ describe("the command never outlives the lease", () => {
     expect(run.stderr).toMatch(
       /the command exited with status 0 after \d+ ms; leadership released, campaigning again in \d+ ms/,
     );
+  });
+});
+
+describe("ended(): whose end it was", () => {
+  /** A command that exited with `status` (its group gone), stopped on its own by the watchdog when `stoppedBy`. */
+  const command = (status: number, stoppedBy?: string): Command => ({
+    exited: Promise.resolve(status),
+    gone: Promise.resolve(),
+    running: () => false,
+    kill() {},
+    stop: () => Promise.resolve(),
+    killed: false,
+    startedAt: 0,
+    stoppedBy,
+  });
+  const never = new Promise<never>(() => {});
+
+  it("a command the watchdog stopped is the lease's end, even when its exit is heard before the lease's own timer", async () => {
+    // After a freeze (SIGSTOP), the watchdog's "stopping" and the command's exit (143) can reach
+    // leasehold before its own lease's timer fires: exec must exit 76 (lost), not 143.
+    const why = "the lease's deadline passed without a heartbeat from leasehold";
+    expect(await ended(command(143, why), "wait", never, "keeping the lock")).toBeUndefined();
+  });
+
+  it("a command that ended on its own gives its status", async () => {
+    expect(await ended(command(3), "wait", never, "keeping the lock")).toBe(3);
   });
 });
