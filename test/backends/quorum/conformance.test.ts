@@ -34,9 +34,9 @@ afterAll(async () => {
 // Two lanes side by side: the memory and database quorums, one check at a time (five at once beside
 // other files made the databases' bridges, in this process, answer some requests later than a 2 s
 // ttl's bound), and the Azure mix, whose 15 s minimum ttl makes its expiry checks wait on timers: its
-// checks run concurrently, each on its own lock name, up to 15 at once (the maxConcurrency below
+// checks run concurrently, each on its own lock name, up to 7 at once (the maxConcurrency below
 // counts every running test of the file, the other lane's one included).
-vi.setConfig({ maxConcurrency: 16 }); // this file only: vitest resets it after the file
+vi.setConfig({ maxConcurrency: 8 }); // this file only: vitest resets it after the file
 
 describe.concurrent("quorum conformance", () => {
   describe("memory stores and databases, one check at a time", () => {

@@ -111,7 +111,9 @@ function waiter(backend: Backend, name: string, retryDelay = 60_000) {
   const listening = until(
     async () =>
       events.length >= 2 && ((await admin.call("PUBSUB", "NUMSUB", channel)) as [string, number])[1] >= 1,
-    10_000,
+    // Roomy: a slow clean-clone run saw a waiter not yet listening after 10 s (the tests below
+    // have 60 s for that).
+    25_000,
     "listening",
   );
   return { events, lease, listening, record };
@@ -136,7 +138,7 @@ async function wokenBy(w: ReturnType<typeof waiter>, release: () => Promise<unkn
   expect(grant!.at - last!.at).toBeLessThan(shortestPause(REFUSALS));
 }
 
-describe.each(Object.entries(clients))("%s", (_label, make) => {
+describe.each(Object.entries(clients))("%s", { timeout: 60_000 }, (_label, make) => {
   it("a waiter is handed the lock by the release's notice, not by a poll, on one extra connection closed when the last waiter leaves", async () => {
     const backend = redis(await make());
     expect(capabilities(backend).watch).toBe(true);
