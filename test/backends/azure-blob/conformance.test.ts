@@ -1,9 +1,7 @@
 // The backend conformance suite against Azurite, once per credential form and once with block
-// blobs (the fence in metadata instead of the page blob's sequence number). The checks run
-// concurrently (each uses its own lock name), 8 at once rather than vitest's 5: Azure's minimum ttl
-// makes seven checks per form wait 15-40 s each on timers, with the worker and Azurite idle (680 s of
-// waiting in all, 137 s for the file at 5 at once, 61 s at 16; at 16, a slow clean-clone run saw
-// Azurite leave an inspect unanswered for its 3 s bound).
+// blobs (the fence in metadata instead of the page blob's sequence number). The blocks run
+// concurrently (each check uses its own lock name) since Azure's minimum ttl makes the expiry checks
+// wait about 15 s each.
 import {
   AccountSASPermissions,
   AccountSASResourceTypes,
@@ -12,11 +10,9 @@ import {
   SASProtocol,
   StorageSharedKeyCredential,
 } from "@azure/storage-blob";
-import { describe, inject, it, vi } from "vitest";
+import { describe, inject, it } from "vitest";
 import { type AzureBlobOptions, azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { testBackend } from "../../../src/testing/index.ts";
-
-vi.setConfig({ maxConcurrency: 8 }); // this file only: vitest resets it after the file
 
 const az = inject("azurite");
 const ttl = 15_000;

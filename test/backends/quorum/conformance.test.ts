@@ -1,9 +1,9 @@
 // The backend conformance suite against quorums: of 3 memory stores, and of real backends: 3 and 5 independent databases
 // (a redis-server behind an Upstash-REST bridge each), and a mix of two databases with Azurite
-// (whose 15 s minimum ttl makes its expiry checks slow, so they run beside the others). That Azurite is
+// (whose 15 s minimum ttl makes its expiry checks slow, so they run concurrently). That Azurite is
 // the file's own, started beside its databases: the shared one serves azure-blob's conformance
 // suite, which may run at the same time.
-import { afterAll, beforeAll, describe, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, it } from "vitest";
 import { azureBlob } from "../../../src/backends/azure-blob/index.ts";
 import { memory } from "../../../src/backends/memory/index.ts";
 import { quorum } from "../../../src/backends/quorum/index.ts";
@@ -31,45 +31,34 @@ afterAll(async () => {
   await Promise.all([azurite?.stop(), ...dbs.map((d) => d.stop())]);
 });
 
-// Two lanes side by side: the memory and database quorums, one check at a time (five at once beside
-// other files made the databases' bridges, in this process, answer some requests later than a 2 s
-// ttl's bound), and the Azure mix, whose 15 s minimum ttl makes its expiry checks wait on timers: its
-// checks run concurrently, each on its own lock name, up to 7 at once (the maxConcurrency below
-// counts every running test of the file, the other lane's one included).
-vi.setConfig({ maxConcurrency: 8 }); // this file only: vitest resets it after the file
-
-describe.concurrent("quorum conformance", () => {
-  describe("memory stores and databases, one check at a time", () => {
-    describe.sequential("3 memory stores, amnesia 0 (quorum 2)", () => {
-      testBackend(
-        { describe, it },
-        {
-          backend: () => quorum([memory(), memory(), memory()]),
-          ttl: 1_000,
-          prefix: "quorum-mem",
-          splitVotes: true,
-        },
-      );
-    });
-    describe.sequential("3 databases, amnesia 0 (quorum 2)", () => {
-      testBackend(
-        { describe, it },
-        { backend: () => quorum(members(3)), ttl: 2_000, prefix: "quorum-3", splitVotes: true },
-      );
-    });
-    describe.sequential("5 databases, amnesia 1 (quorum 4)", () => {
-      testBackend(
-        { describe, it },
-        {
-          backend: () => quorum(members(5), { amnesia: 1 }),
-          ttl: 2_000,
-          prefix: "quorum-5",
-          splitVotes: true,
-        },
-      );
-    });
+describe("quorum conformance", () => {
+  describe("3 memory stores, amnesia 0 (quorum 2)", () => {
+    testBackend(
+      { describe, it },
+      {
+        backend: () => quorum([memory(), memory(), memory()]),
+        ttl: 1_000,
+        prefix: "quorum-mem",
+        splitVotes: true,
+      },
+    );
   });
-  describe("2 databases and Azurite, amnesia 0 (quorum 2)", () => {
+  describe("3 databases, amnesia 0 (quorum 2)", () => {
+    testBackend(
+      { describe, it },
+      { backend: () => quorum(members(3)), ttl: 2_000, prefix: "quorum-3", splitVotes: true },
+    );
+  });
+  describe("5 databases, amnesia 1 (quorum 4)", () => {
+    testBackend(
+      { describe, it },
+      { backend: () => quorum(members(5), { amnesia: 1 }), ttl: 2_000, prefix: "quorum-5", splitVotes: true },
+    );
+  });
+  // Azure's 15 s ttl: its checks run concurrently, each on its own lock name. (Those of the other
+  // quorums do not: five at once beside other files, the databases' bridges, in this process,
+  // answered some requests later than a 2 s ttl's bound.)
+  describe.concurrent("2 databases and Azurite, amnesia 0 (quorum 2)", () => {
     testBackend(
       { describe, it },
       {
