@@ -1,10 +1,11 @@
-// Runs the `leasehold` command as real processes from the source (node --import tsx cli/main.ts,
-// or Bun, or Deno) against the shared Upstash bridge, and watches the processes it starts.
+// Runs the `leasehold` command as real processes from the source (on Node bundled by the global
+// setup, test/harness/node-script.ts; or Bun, or Deno) against the shared Upstash bridge, and watches the processes it starts.
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { type AddressInfo, createServer } from "node:net";
 import { Redis } from "@upstash/redis";
 import { inject } from "vitest";
+import { nodeScript } from "./node-script.ts";
 import { killAll } from "./servers/children.ts";
 
 export { lockKey } from "./upstash.ts";
@@ -24,11 +25,11 @@ export const bare: Record<string, string | undefined> = Object.fromEntries(
 );
 export const upstashEnv = { ...bare, UPSTASH_REDIS_REST_URL: ctx.url, UPSTASH_REDIS_REST_TOKEN: ctx.token };
 
-const RUNTIMES = {
-  node: [process.execPath, "--import", "tsx", "cli/main.ts"],
-  bun: ["node_modules/.bin/bun", "cli/main.ts"],
-  deno: ["node_modules/.bin/deno", "run", "--allow-all", "cli/main.ts"],
-} as const;
+const RUNTIMES: Record<"node" | "bun" | "deno", () => [string, ...string[]]> = {
+  node: () => nodeScript("cli/main.ts"),
+  bun: () => ["node_modules/.bin/bun", "cli/main.ts"],
+  deno: () => ["node_modules/.bin/deno", "run", "--allow-all", "cli/main.ts"],
+};
 
 export interface Run {
   child: ChildProcess;
@@ -57,7 +58,7 @@ export function cli(
     deadStderr?: boolean;
   } = {},
 ): Run {
-  const [bin, ...pre] = RUNTIMES[runtime];
+  const [bin, ...pre] = RUNTIMES[runtime]();
   const child = spawn(bin, [...pre, ...args], {
     cwd: root,
     env: { ...env, DENO_NO_PROMPT: "1", NO_COLOR: "1" },

@@ -20,10 +20,10 @@
 // while its lease was valid (readers do not write: they read through a fenced read). 2 and 4 hold
 // as they are. test/system/invariant-shared.test.ts runs it per backend with shared mode.
 import { type ChildProcess, spawn } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, expect, inject, it } from "vitest";
 import { postgres } from "../../src/backends/postgres/index.ts";
+import { nodeScript } from "./node-script.ts";
 import { registerSecret } from "./secrets.ts";
 import { killAll } from "./servers/children.ts";
 import {
@@ -39,7 +39,7 @@ import { startBridge, type UpstashBridge } from "./servers/upstash-bridge.ts";
 export const PROCESSES = 8;
 export const TTL = 1_500;
 export const RETRY_DELAY = 150;
-export const EXIT_MARGIN = 20_000; // startup (tsx), the last release, a last simulated pause
+export const EXIT_MARGIN = 20_000; // startup, the last release, a last simulated pause
 
 const FAULTS: Omit<RandomFaults, "seed"> = {
   delay: 0.04,
@@ -100,9 +100,9 @@ function runWorker(
   env: Record<string, string>,
   limit: number,
 ): Promise<{ lines: Line[]; ms: number; code: number | null; killed: boolean; stderr: string }> {
-  const script = fileURLToPath(new URL("./fixtures/invariant-worker.ts", import.meta.url));
   const t0 = performance.now();
-  const child = spawn(process.execPath, ["--import", "tsx", script], {
+  const [node, ...args] = nodeScript("test/harness/fixtures/invariant-worker.ts");
+  const child = spawn(node, args, {
     env: { ...process.env, ...env, LH_ID: `w${i}` },
     stdio: ["ignore", "pipe", "pipe"],
   });

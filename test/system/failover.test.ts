@@ -7,13 +7,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { afterEach, describe, expect, inject, it } from "vitest";
 import { machineMs } from "../harness/clock.ts";
+import { nodeScript } from "../harness/node-script.ts";
 import { killAll } from "../harness/servers/children.ts";
 
 /** The backends, by the name the fixture reads from LEASEHOLD_BACKEND. */
 const backends = { upstash: inject("upstash"), cloudflare: inject("cloudflare") };
 type BackendName = keyof typeof backends;
 const root = new URL("../../", import.meta.url);
-const fixture = new URL("../harness/fixtures/campaign.ts", import.meta.url).pathname;
 const TTL = 3_000;
 const RETRY_DELAY = 200;
 /**
@@ -44,7 +44,8 @@ afterEach(() => killAll(children.splice(0)));
 
 function candidate(backend: BackendName, name: string, events: Event[]): Candidate {
   const ctx = backends[backend];
-  const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+  const [node, ...args] = nodeScript("test/harness/fixtures/campaign.ts");
+  const child = spawn(node, args, {
     cwd: root,
     env: {
       ...process.env,

@@ -15,6 +15,7 @@ import type { Backend } from "../../src/backend.ts";
 import { redis } from "../../src/backends/redis/index.ts";
 import { upstash } from "../../src/backends/upstash/index.ts";
 import { createMutex, runOnce } from "../../src/index.ts";
+import { nodeScript } from "../harness/node-script.ts";
 import { registerSecret } from "../harness/secrets.ts";
 import { killAll } from "../harness/servers/children.ts";
 
@@ -23,7 +24,6 @@ const upstashCtx = inject("upstash");
 registerSecret(redisCtx.password);
 
 const root = new URL("../../", import.meta.url);
-const fixture = new URL("../harness/fixtures/node-cron.ts", import.meta.url).pathname;
 const PROCESSES = 4;
 /** How long the processes fire once all of them are scheduled. */
 const FIRING = 9_000;
@@ -81,7 +81,8 @@ const stores: [string, { env: NodeJS.ProcessEnv; backend: () => Backend }][] = [
 ];
 
 function instance(env: NodeJS.ProcessEnv, lines: Line[], stderr: string[]): void {
-  const child = spawn(process.execPath, ["--import", "tsx", fixture], {
+  const [node, ...args] = nodeScript("test/harness/fixtures/node-cron.ts");
+  const child = spawn(node, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"],

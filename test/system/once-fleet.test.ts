@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { afterAll, afterEach, describe, expect, inject, it } from "vitest";
 import { createMutex, runOnce } from "../../src/index.ts";
 import { open, type Spec, ttlOf } from "../harness/fleet.ts";
+import { nodeScript } from "../harness/node-script.ts";
 import { registerSecret } from "../harness/secrets.ts";
 import { killAll } from "../harness/servers/children.ts";
 
@@ -80,7 +81,8 @@ const children: ChildProcess[] = [];
 afterEach(() => killAll(children.splice(0)));
 
 function instance(plan: Record<string, unknown>): Instance {
-  const child = spawn(process.execPath, ["--import", "tsx", "test/harness/fixtures/fleet-child.ts"], {
+  const [node, ...args] = nodeScript("test/harness/fixtures/fleet-child.ts");
+  const child = spawn(node, args, {
     cwd: new URL("../../", import.meta.url),
     env: { ...process.env, FLEET: JSON.stringify(plan) },
     stdio: ["pipe", "pipe", "pipe"],

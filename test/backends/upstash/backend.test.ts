@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { type FenceHealed, fromEnv, upstash } from "../../../src/backends/upstash/index.ts";
 import { BackendError, createMutex, isLockError, LockTimeoutError } from "../../../src/index.ts";
 import { thrown } from "../../harness/doubles.ts";
+import { nodeScript } from "../../harness/node-script.ts";
 import { registerSecret } from "../../harness/secrets.ts";
 import { type Fault, startFaultProxy } from "../../harness/servers/fault-proxy.ts";
 import { type RedisServer, startRedis } from "../../harness/servers/redis.ts";
@@ -609,19 +610,16 @@ describe("a read-only token", () => {
     const name = unique();
     const lease = await createMutex(backend, { name, owner: "cli-holder", ttl: 20_000 }).acquire();
     try {
-      const child = spawn(
-        process.execPath,
-        ["--import", "tsx", "cli/main.ts", "status", "--name", name, "--json"],
-        {
-          env: {
-            PATH: process.env.PATH,
-            UPSTASH_REDIS_REST_URL: ctx.url,
-            UPSTASH_REDIS_REST_TOKEN: ctx.readOnlyToken,
-          },
-          cwd: new URL("../../../", import.meta.url),
-          stdio: ["ignore", "pipe", "pipe"],
+      const [node, ...args] = nodeScript("cli/main.ts", "status", "--name", name, "--json");
+      const child = spawn(node, args, {
+        env: {
+          PATH: process.env.PATH,
+          UPSTASH_REDIS_REST_URL: ctx.url,
+          UPSTASH_REDIS_REST_TOKEN: ctx.readOnlyToken,
         },
-      );
+        cwd: new URL("../../../", import.meta.url),
+        stdio: ["ignore", "pipe", "pipe"],
+      });
       let out = "";
       let err = "";
       child.stdout.setEncoding("utf8").on("data", (c: string) => (out += c));
