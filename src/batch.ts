@@ -1,5 +1,5 @@
-// Batched renewal: the renewals of one backend object's leases that come due within a few ms of
-// each other go out in one `renewMany` request (docs/DESIGN.md §4.3).
+// Batched renewal: the background renewals of one backend object's leases that come due within a
+// few ms of each other go out in one `renewMany` request (docs/DESIGN.md §4.3).
 import type { Backend } from "./backend.ts";
 import { noAnswer, requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
@@ -25,21 +25,18 @@ const open = new WeakMap<Backend, Pending[]>();
 
 /**
  * Adds `p` to the next batch of `backend` (which has `renewMany`): sent min(20 ms, ttl / 50)
- * after its first renewal was added, as soon as it holds 256, or, `now` (a renewal the caller
- * asked for: `lease.renew()`), once this turn of the event loop is over. @internal
+ * after its first renewal was added, or as soon as it holds 256. @internal
  */
-export function renewInBatch(backend: Backend, p: Pending, now?: boolean): void {
+export function renewInBatch(backend: Backend, p: Pending): void {
   let batch = open.get(backend);
   if (!batch) {
     const b: Pending[] = [];
     open.set(backend, b);
     batch = b;
-    // Kept alive: someone may await lease.renew(), as a request in flight would keep it.
-    timer(Math.min(20, p.ttl / 50), () => send(backend, b), true);
+    // Unref'ed, as the leases' own timers: held leases never keep a process alive.
+    timer(Math.min(20, p.ttl / 50), () => send(backend, b));
   }
-  const b = batch;
-  if (b.push(p) >= MOST) send(backend, b);
-  else if (now) queueMicrotask(() => send(backend, b));
+  if (batch.push(p) >= MOST) send(backend, batch);
 }
 
 /**

@@ -168,8 +168,7 @@ export function createLease(
   };
 
   // `background`: the timer's renewal, which waits for the backend's next batch where it has
-  // renewMany; `lease.renew()` is asked for now: its batch leaves at once (with the renewals asked
-  // for in the same turn of the event loop).
+  // renewMany; `lease.renew()` is asked for now, and sends a request of its own at once.
   const renewOnce = (background?: boolean): Promise<void> => {
     if (ended) return Promise.reject(reason());
     inflight ??= (async () => {
@@ -178,11 +177,11 @@ export function createLease(
       try {
         let ours: boolean;
         // The lease ending meanwhile aborts it with the lease's reason (see `end`).
-        if (backend.renewMany) {
+        if (background && backend.renewMany) {
           // In the backend's next batch, whose send time sets the deadline (§4.3).
           [tSend, ours] = await new Promise<[number, boolean]>((resolve, reject) => {
             renewing = { abort: reject };
-            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject }, !background);
+            renewInBatch(backend, { key, nonce, ttl, deadline, resolve, reject });
           });
         } else {
           renewing = bounded = requestSignal(backend.name, "renew", renewalBound(ttl, deadline - tSend));
