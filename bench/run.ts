@@ -51,7 +51,8 @@ import { runSemaphore } from "./semaphore.ts";
 import { runSharedBench } from "./shared.ts";
 import { runSize, sizeOfSrc } from "./size.ts";
 
-// Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19). Section 1 holds the
+// Sized for `npm run bench` under 5 minutes on a 2-core machine (issue 19), before issue 29 added
+// sections 16 and 17, which wait by design (about 8 minutes; docs/DESIGN.md §7). Section 1 holds the
 // close calls (5 % targets): 500 iterations, where two runs differ by the machine's drift, not by
 // sampling (1 000 did no better). Sections 7, 9 and 10 compare things that differ by ×1.5 or
 // more and cost the most per iteration: sideIterations. Takeover trials wait rather than
