@@ -25,7 +25,7 @@ const SLACK = TTL / 2;
 
 interface Event {
   pid: number;
-  event: "campaign" | "start" | "deadline" | "stop" | "error" | "exit";
+  event: "campaign" | "start" | "deadline" | "stop" | "sigterm" | "error" | "exit";
   t: number;
   token?: number;
   deadline?: number;
@@ -82,7 +82,19 @@ async function until<T>(what: string, get: () => T | undefined, timeout = 15_000
   }
 }
 
-/** Three candidates, all campaigning, one leading. */
+/** How each candidate ended: its exit status, its events (times from the first) and its stderr. */
+function exits(candidates: Candidate[], codes: (number | null)[], events: Event[]): string {
+  const t0 = events[0]?.t ?? 0;
+  return candidates
+    .map((c, i) => {
+      const own = events
+        .filter((e) => e.pid === c.pid && e.event !== "deadline")
+        .map((e) => `${e.event}@${(e.t - t0).toFixed(0)}${e.message ? ` (${e.message})` : ""}`);
+      return `candidate ${i} (pid ${c.pid}) exited ${codes[i]}: ${own.join(", ")}; stderr: ${c.stderr.join("").slice(-500)}`;
+    })
+    .join("\n");
+}
+
 /** Sends the leader `signal`; resolves when and how the next leader started. */
 async function replaceLeader(events: Event[], leader: Candidate, signal: NodeJS.Signals) {
   const at = machineMs();
@@ -180,6 +192,7 @@ describe.each(["upstash", "cloudflare"] as const)("failover across processes (%s
     checkNoOverlap(events);
     expectOnlyLateAnswers(events);
     for (const c of candidates) c.child.kill("SIGTERM");
-    expect(await Promise.all(candidates.map((c) => c.exited))).toEqual([0, 0, 0]);
+    const codes = await Promise.all(candidates.map((c) => c.exited));
+    expect(codes, exits(candidates, codes, events)).toEqual([0, 0, 0]);
   });
 });
