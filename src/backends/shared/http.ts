@@ -1,6 +1,7 @@
 // Shared by the HTTP backends: one request, mapped to BackendError with secrets removed.
 import type { FetchLike } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
+import { abortable } from "../../signals.ts";
 import { permissionFix } from "./errors.ts";
 import { redact, scrub } from "./redact.ts";
 
@@ -75,7 +76,8 @@ const refusedCache = new WeakSet<FetchLike>();
  * Sends one request and reads the whole body. Every request says `cache: "no-store"` (a
  * framework's patched `fetch`, such as Next.js', may otherwise answer a renewal from its cache)
  * and `redirect: "manual"` (a redirect is an error, never followed: another server's answer is
- * not the lock's). Abort rethrows `signal.reason`; a network failure, a body cut short or longer
+ * not the lock's). Abort rethrows `signal.reason`, while the body is being read too (Node's
+ * fetch may leave the read pending forever then, nodejs/node#56917); a network failure, a body cut short or longer
  * than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a redirect or a permission
  * the runtime refused (Deno without `--allow-net`) a non-retryable one naming the fix; no message
  * or cause carries a secret.
@@ -112,7 +114,10 @@ export async function send(
     status = res.status;
     redirect = status >= 300 && status < 400;
     if (redirect) res.body?.cancel().catch(() => {});
-    else body = await readBody(res);
+    else {
+      const reading = readBody(res);
+      body = await (signal && reading ? abortable(reading, signal) : reading);
+    }
   } catch (error) {
     if (signal?.aborted) throw signal.reason;
     // The request's own credentials (a SharedKey signature, a bearer token) are secrets too.

@@ -168,3 +168,33 @@ describe("reply size cap", () => {
     expect(bodyBytes).toBeLessThan(MAX_REPLY_BYTES);
   });
 });
+
+describe("a reply body that never ends", () => {
+  it("is abandoned at the request's bound, even by a fetch whose body ignores the abort (nodejs/node#56917)", async () => {
+    // A double, for a fault no server here can produce: Node's fetch may leave `text()` pending
+    // forever when the request is aborted while its body is being read (nodejs/node#56917, seen
+    // as a process that exited with its lead() unsettled). This fetch answers 200 with headers,
+    // and a body whose reading never ends and does not listen to the signal.
+    const stuck: FetchLike = async () => {
+      const reply = new Response('{"result":[1,1]}', { headers: { "content-length": "16" } });
+      Object.defineProperty(reply, "text", { value: () => new Promise<string>(() => {}) });
+      return reply;
+    };
+    const mutex = createMutex(upstash({ url: "http://127.0.0.1:9", token: "t".repeat(24), fetch: stuck }), {
+      name: unique("stuck"),
+      ttl: 1_000,
+    });
+    const started = performance.now();
+    const outcome = await Promise.race([
+      mutex.tryAcquire().then(
+        () => "a lease",
+        (error: unknown) => error,
+      ),
+      new Promise((resolve) => setTimeout(() => resolve("still pending after 10 s"), 10_000)),
+    ]);
+    expect(outcome).toBeInstanceOf(BackendError);
+    expect((outcome as BackendError).message).toMatch(/acquire got no answer within \d+ ms/);
+    expect((outcome as BackendError).retryable).toBe(true);
+    expect(performance.now() - started).toBeLessThan(10_000);
+  });
+});
