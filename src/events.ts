@@ -87,8 +87,8 @@ export function emitter(
     ((event) => {
       try {
         // Completed in place (each emit passes a fresh object), not copied: on V8 a spread of
-        // events of many shapes takes the slow path, and with 10 000 leases it cost as much
-        // CPU as their renewals themselves (issue 29).
+        // events of several kinds takes the slow path, 4 µs per event where this takes 0.2
+        // (issue 29).
         onEvent(Object.assign(event, { name, owner, at: now() }));
       } catch {}
     })

@@ -77,10 +77,10 @@ const refusedCache = new WeakSet<FetchLike>();
  * framework's patched `fetch`, such as Next.js', may otherwise answer a renewal from its cache)
  * and `redirect: "manual"` (a redirect is an error, never followed: another server's answer is
  * not the lock's). Abort rethrows `signal.reason`, while the body is being read too (Node's
- * fetch may leave the read pending forever then, nodejs/node#56917); a network failure, a body cut short or longer
- * than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a redirect or a permission
- * the runtime refused (Deno without `--allow-net`) a non-retryable one naming the fix; no message
- * or cause carries a secret.
+ * fetch may leave the read pending forever then, nodejs/node#56917); a network failure, a body
+ * cut short or longer than {@link MAX_REPLY_BYTES} becomes a retryable {@link BackendError}, a
+ * redirect or a permission the runtime refused (Deno without `--allow-net`) a non-retryable one
+ * naming the fix; no message or cause carries a secret.
  */
 export async function send(
   backend: string,
