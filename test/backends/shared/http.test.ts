@@ -11,6 +11,7 @@ import type { FetchLike } from "../../../src/backend.ts";
 import { MAX_REPLY_BYTES } from "../../../src/backends/shared/http.ts";
 import { upstash } from "../../../src/backends/upstash/index.ts";
 import { BackendError, createMutex, LeaseLostError } from "../../../src/index.ts";
+import { within } from "../../../src/time.ts";
 
 const ctx = inject("upstash");
 const sdk = new Redis({ url: ctx.url, token: ctx.token });
@@ -185,13 +186,14 @@ describe("a reply body that never ends", () => {
       ttl: 1_000,
     });
     const started = performance.now();
-    const outcome = await Promise.race([
-      mutex.tryAcquire().then(
-        () => "a lease",
-        (error: unknown) => error,
-      ),
-      new Promise((resolve) => setTimeout(() => resolve("still pending after 10 s"), 10_000)),
-    ]);
+    const outcome =
+      (await within(
+        mutex.tryAcquire().then(
+          () => "a lease",
+          (error: unknown) => error,
+        ),
+        10_000,
+      )) ?? "still pending after 10 s";
     expect(outcome).toBeInstanceOf(BackendError);
     expect((outcome as BackendError).message).toMatch(/acquire got no answer within \d+ ms/);
     expect((outcome as BackendError).retryable).toBe(true);

@@ -10,7 +10,7 @@
 // and packages (ioredis, pg, …) imported from node_modules, not copied in: the bundles are
 // written under node_modules/.cache, from where Node finds them. Removed after the run.
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { join, relative } from "node:path";
+import { join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { build } from "esbuild";
 import type { TestProject } from "vitest/node";
@@ -43,7 +43,7 @@ export default async function setup(project: TestProject): Promise<() => void> {
     // One build per program: `import.meta.url` is each one's own.
     const bundles = await Promise.all(
       NODE_SCRIPTS.map(async (script) => {
-        const outfile = join(dir, relative(root, script).replace(/\.ts$/, ".mjs"));
+        const outfile = join(dir, script.replace(/\.ts$/, ".mjs"));
         await build({
           entryPoints: [join(root, script)],
           outfile,
