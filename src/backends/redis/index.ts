@@ -204,12 +204,17 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
     });
   }
 
-  // The scripts' SHA-1s, computed once (Web Crypto: every runtime leasehold supports has it).
-  const shas = new Map<string, Promise<string>>();
+  // The scripts' SHA-1s, computed once (Web Crypto: every runtime leasehold supports has it), then
+  // kept as strings: the requests after the first wait for no promise of it.
+  const shas = new Map<string, string | Promise<string>>();
   const shaOf = (script: string) => {
     let sha = shas.get(script);
     if (!sha) {
       sha = crypto.subtle.digest("SHA-1", new TextEncoder().encode(script)).then(hex);
+      sha.then(
+        (known) => shas.set(script, known),
+        () => {},
+      );
       shas.set(script, sha);
     }
     return sha;
@@ -217,7 +222,8 @@ export function redis(client: RedisClientLike, options: RedisOptions = {}): Back
 
   async function run(script: string, keys: string[], args: string[]): Promise<unknown> {
     try {
-      return await evaluate(true, await shaOf(script), keys, args);
+      const sha = shaOf(script);
+      return await evaluate(true, typeof sha === "string" ? sha : await sha, keys, args);
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       if (!/NOSCRIPT/.test(message)) throw error;

@@ -209,6 +209,25 @@ describe("scripts on a real redis-server", () => {
     expect(error.message).toMatch(/^\[leasehold\] \[upstash\] WRONGTYPE/);
   });
 
+  it("acquireAny fails with WRONGTYPE on a key of another type where it would take it, and leaves it as it was", async () => {
+    // ACQUIRE_ANY reads several locks with MGET, which answers nil for a hash: the free slot is
+    // read again with GET before it is taken.
+    const [held, hash] = [unique(), unique()];
+    await backend.acquire({ key: held, owner: "h", nonce: nonce(), ttl: 5_000 });
+    await sdk.hset(lockKey(hash), { field: "value" });
+    const error = await backend.acquireAny!({
+      keys: [held, hash],
+      owner: "a",
+      nonce: nonce(),
+      ttl: 1_000,
+    }).catch((e) => e);
+    expect(error).toBeInstanceOf(BackendError);
+    expect(error).toMatchObject({ code: "ERR_BACKEND", retryable: false, backend: "upstash" });
+    expect(error.message).toMatch(/^\[leasehold\] \[upstash\] WRONGTYPE/);
+    expect(await sdk.hgetall(lockKey(hash))).toEqual({ field: "value" });
+    expect(await sdk.exists(fenceKey(hash))).toBe(0);
+  });
+
   it("a lock key holding a value leasehold did not write is taken, with no holder", async () => {
     const name = unique();
     await sdk.set(lockKey(name), "not ours", { px: 5_000 });
