@@ -20,8 +20,8 @@ export const RACED: unique symbol = Symbol.for("leasehold.raced");
 
 // Workers keep a timer in the invocation that set it, and drop it when that invocation ends: one
 // timer shared by the requests of two invocations would die with the first. There each request
-// has a timer of its own.
-const ownTimers =
+// has a timer of its own, and leases renew alone (src/lease.ts). @internal
+export const ownTimers: boolean =
   (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
 
 // Every request in flight with a finite bound (unordered: a request leaves by swapping with the
