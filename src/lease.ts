@@ -325,7 +325,8 @@ function inCell(at: number, tick: () => void): () => void {
       close(at, ticks);
       for (const f of ticks) f();
     });
-    cells.set(at, (cell = { made: setTimeout, ticks, clear }));
+    cell = { made: setTimeout, ticks, clear };
+    cells.set(at, cell);
   }
   const { ticks, clear } = cell;
   ticks.add(tick);
