@@ -149,7 +149,7 @@ describe.each(Object.entries(SHAPES))("%s", (_, make) => {
 });
 
 describe("pg Pool", () => {
-  it("one listening session for every watch of a backend object, closed when the last waiter leaves", async () => {
+  it("one listening session for every watch of a backend object, ended when the last waiter leaves", async () => {
     const a = app();
     const backend = postgres(a.pool(), { table: TABLE, createTable: true });
     const names = [`one-${crypto.randomUUID()}`, `two-${crypto.randomUUID()}`];
@@ -285,6 +285,34 @@ describe("pg Pool", () => {
       `${name}:fire`,
     ]);
     expect(rows.map((r: { name: string }) => r.name)).toEqual([`${name}:fire:2`]);
+  });
+
+  it("pg Pool: the listening session goes back to the pool, unlistened, when the last waiter leaves, so later waits open no connection", async () => {
+    const a = app();
+    const pool = a.pool();
+    let opened = 0;
+    pool.on("connect", () => opened++);
+    const backend = postgres(pool, { table: TABLE, createTable: true });
+    const name = `back-${crypto.randomUUID()}`;
+    const handOver = async () => {
+      const holder = await createMutex(backend, { name, ttl: LONG }).acquire();
+      const waiting = createMutex(backend, { name, ttl: LONG, retryDelay: 60_000 }).acquire({
+        timeout: 20_000,
+      });
+      await until(() => announced(name), 10_000, "the waiter's announcement");
+      await holder.release();
+      await (await waiting).release();
+      await until(async () => (await listeners(a.name)).length === 0, 10_000, "the session unlistened");
+    };
+    await handOver();
+    const { rows } = await admin().query(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE 'unlisten%'",
+      [a.name],
+    );
+    expect(rows[0].n).toBe(1); // open, idle in the pool, its LISTEN undone
+    const after = opened;
+    for (let i = 0; i < 3; i++) await handOver();
+    expect(opened).toBe(after);
   });
 
   it("a pool of one connection, and a lone Client: no watch (their waiters poll)", async () => {
