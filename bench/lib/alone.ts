@@ -23,11 +23,10 @@ export async function runAlone<R extends { series: Record<string, Record<string,
   measure: (target: AloneTarget, iterations: number, warmup: number) => Promise<R>,
   print: (r: R) => void = () => {},
 ): Promise<void> {
-  const { startRedis } = await import("../../test/harness/servers/redis.ts");
+  const { startRedisOnFreePort } = await import("../../test/harness/servers/redis.ts");
   const { startBridge } = await import("../../test/harness/servers/upstash-bridge.ts");
   const { startPostgres } = await import("../../test/harness/servers/postgres.ts");
-  const { freePort } = await import("../../test/harness/servers/listen.ts");
-  const server = await startRedis({ port: await freePort() });
+  const server = await startRedisOnFreePort();
   const bridge = await startBridge({ redis: server.socket });
   const pgServer = await startPostgres();
   try {

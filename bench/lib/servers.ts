@@ -10,9 +10,8 @@ import {
   type AzuriteServer,
   startAzurite,
 } from "../../test/harness/servers/azurite.ts";
-import { freePort } from "../../test/harness/servers/listen.ts";
 import { type PostgresServer, startPostgres } from "../../test/harness/servers/postgres.ts";
-import { type RedisServer, startRedis } from "../../test/harness/servers/redis.ts";
+import { type RedisServer, startRedisOnFreePort } from "../../test/harness/servers/redis.ts";
 import { startBridge, type UpstashBridge } from "../../test/harness/servers/upstash-bridge.ts";
 
 export interface Servers {
@@ -34,7 +33,7 @@ export async function startServers(): Promise<Servers> {
     for (const s of stops.splice(0).reverse()) await s().catch(() => {});
   };
   try {
-    const redis = await startRedis({ port: await freePort() });
+    const redis = await startRedisOnFreePort();
     stops.push(() => redis.stop());
     const bridge = await startBridge({ redis: redis.socket });
     stops.push(() => bridge.stop());

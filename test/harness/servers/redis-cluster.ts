@@ -2,8 +2,7 @@
 // redis-servers with --cluster-enabled, slots split in three with CLUSTER ADDSLOTSRANGE, joined
 // with CLUSTER MEET; ready when every node reports cluster_state:ok. No replicas (lean: the
 // tests need the slot routing, not failover).
-import { freePort } from "./listen.ts";
-import { type RedisServer, startRedis } from "./redis.ts";
+import { type RedisServer, startRedisOnFreePort } from "./redis.ts";
 import { connectResp, RedisReplyError, type Reply } from "./resp.ts";
 
 /** A running cluster. */
@@ -32,21 +31,16 @@ export async function startRedisCluster(): Promise<RedisCluster> {
     await Promise.all(nodes.map((n) => n.stop()));
   };
   try {
-    const ports6: number[] = [];
-    for (let i = 0; i < 6; i++) ports6.push(await freePort());
     const started = await Promise.allSettled(
-      [0, 1, 2].map((i) =>
-        startRedis({
-          port: ports6[2 * i]!,
-          args: [
-            "--cluster-enabled",
-            "yes",
-            "--cluster-port",
-            String(ports6[2 * i + 1]),
-            "--cluster-node-timeout",
-            "5000",
-          ],
-        }),
+      [0, 1, 2].map(() =>
+        startRedisOnFreePort(async (more) => [
+          "--cluster-enabled",
+          "yes",
+          "--cluster-port",
+          String(await more()),
+          "--cluster-node-timeout",
+          "5000",
+        ]),
       ),
     );
     for (const r of started) if (r.status === "fulfilled") nodes.push(r.value);

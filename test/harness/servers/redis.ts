@@ -5,6 +5,7 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { freePort } from "./listen.ts";
 import { connectResp, RedisReplyError } from "./resp.ts";
 
 /** A running redis-server. */
@@ -54,10 +55,17 @@ export function ensureRedis(): string {
   return installed;
 }
 
-async function waitForPing(socket: string, child: ChildProcess, deadline: number): Promise<void> {
+async function waitForPing(
+  socket: string,
+  child: ChildProcess,
+  deadline: number,
+  log: () => string,
+): Promise<void> {
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null)
-      throw new Error(`redis-server exited early (${child.exitCode ?? child.signalCode})`);
+      throw new Error(
+        `redis-server exited early (${child.exitCode ?? child.signalCode}): ${log() || "no log"}`,
+      );
     try {
       const conn = await connectResp(socket);
       try {
@@ -84,6 +92,27 @@ export interface RedisStart {
   args?: string[];
   /** The data dir to use (kept on stop); default a fresh temp dir, removed on stop. */
   dir?: string;
+}
+
+/**
+ * {@link startRedis} on a free TCP port, and `args(...)` with any further ports it asks for
+ * (`more()`, as a cluster's bus port): started again on fresh ports, up to 3 times, when it exits
+ * at start, as when another process took a port between freePort() and its bind (a clean-clone
+ * run saw a cluster node exit 1 so).
+ */
+export async function startRedisOnFreePort(
+  args: (more: () => Promise<number>) => Promise<string[]> | string[] = () => [],
+): Promise<RedisServer> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      return await startRedis({ port: await freePort(), args: await args(freePort) });
+    } catch (error) {
+      last = error;
+      if (!/exited early/.test(String(error))) throw error;
+    }
+  }
+  throw last;
 }
 
 /** Starts a fresh redis-server on a unix socket in a new temp dir and waits until it answers PING. */
@@ -114,8 +143,13 @@ export async function startRedis(start: RedisStart = {}): Promise<RedisServer> {
       "warning",
       ...(start.args ?? []),
     ],
-    { stdio: ["ignore", "ignore", "inherit"] },
+    { stdio: ["ignore", "pipe", "inherit"] },
   );
+  // Its log (warnings only), the last lines: why it exited, if it does at start.
+  let log = "";
+  child.stdout?.on("data", (d) => {
+    log = (log + d).slice(-1_000);
+  });
   const killOnExit = () => child.kill("SIGKILL");
   process.once("exit", killOnExit);
   let stopped: Promise<void> | undefined;
@@ -134,7 +168,7 @@ export async function startRedis(start: RedisStart = {}): Promise<RedisServer> {
     return stopped;
   };
   try {
-    await waitForPing(socket, child, Date.now() + 10_000);
+    await waitForPing(socket, child, Date.now() + 10_000, () => log.trim().split("\n").slice(-3).join(" | "));
   } catch (error) {
     await stop();
     throw error;

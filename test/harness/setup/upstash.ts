@@ -6,9 +6,8 @@
 // The same redis-server also listens on a loopback TCP port for the redis backend's clients
 // (ioredis, node-redis, Bun), which `inject("redis")` gives, with an ACL user and password.
 import type { TestProject } from "vitest/node";
-import { freePort } from "../servers/listen.ts";
 import { inOwnProcess } from "../servers/own-process.ts";
-import { startRedis } from "../servers/redis.ts";
+import { startRedisOnFreePort } from "../servers/redis.ts";
 import { connectResp, RedisReplyError } from "../servers/resp.ts";
 
 /** What `inject("upstash")` returns. */
@@ -44,7 +43,7 @@ declare module "vitest" {
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
-  const redis = await startRedis({ port: await freePort() });
+  const redis = await startRedisOnFreePort();
   const username = "leasehold-tcp";
   const password = `pw-${crypto.randomUUID()}`;
   let bridge: Awaited<ReturnType<typeof inOwnProcess<"bridge">>>;
