@@ -17,7 +17,7 @@
 import type { AcquireResult, Backend, FireHolder, HolderInfo } from "../../backend.ts";
 import { BackendError } from "../../errors.ts";
 import { check } from "../../options.ts";
-import { counterOf, slotOf } from "../../slots.ts";
+import { counterOf, isPlain, slotOf } from "../../slots.ts";
 import {
   ACQUIRE_ANY,
   ACQUIRE_SHARED,
@@ -146,10 +146,10 @@ export function scriptBackend(runner: ScriptRunner): Backend {
     names.set(key, n);
     return n;
   }
-  // A name that is no slot's or fire's key (neither `:permit:` nor `:fire` in it) is its own
-  // counter and tag: its lock key needs no lookup, so the renewals of more names than the map holds
-  // do not churn it (10 000 leases renew 2 000 names a second).
-  const lockKey = (key: string) => (/:permit:|:fire/.test(key) ? namesOf(key).lock : `${prefix}{${key}}`);
+  // A name that is no slot's or fire's key is its own counter and tag: its lock key needs no
+  // lookup, so the renewals of more names than the map holds do not churn it (10 000 leases renew
+  // 2 000 names a second).
+  const lockKey = (key: string) => (isPlain(key) ? `${prefix}{${key}}` : namesOf(key).lock);
   const fenceKey = (key: string) => namesOf(key).fence;
   /** The entry of `key`'s fence counter: its `top` is the highest token seen from it (0: none). */
   const counterEntry = (key: string) => namesOf(namesOf(key).counter);
