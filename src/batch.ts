@@ -18,14 +18,17 @@ export interface Pending {
   reject(error: unknown): void;
 }
 
-/** The most renewals one request carries. */
-const MOST = 256;
+/**
+ * The most renewals one request carries: more than a cell of the grid holds at 10 000 leases of
+ * ttl 15 s (about 400), so that they go in one request (docs/DESIGN.md §4.3).
+ */
+const MOST = 512;
 
 const open = new WeakMap<Backend, Pending[]>();
 
 /**
  * Adds `p` to the next batch of `backend` (which has `renewMany`): sent min(20 ms, ttl / 50)
- * after its first renewal was added, or as soon as it holds 256. @internal
+ * after its first renewal was added, or as soon as it holds 512. @internal
  */
 export function renewInBatch(backend: Backend, p: Pending): void {
   let batch = open.get(backend);

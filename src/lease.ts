@@ -123,7 +123,7 @@ export function createLease(
   let ctrl: AbortController | undefined;
   // The lease's one timer, due at the next renewal or at the deadline, whichever comes first
   // (or earlier: see arm).
-  let cancel = (): void => {};
+  let cancel = noop;
   // Renewals go in the backend's batches (§4.3); not on Workers, where a timer lives in the
   // invocation that set it: a batch or a cell of another invocation could die with it.
   const batched = !ownTimers && !!backend.renewMany;
@@ -220,6 +220,8 @@ export function createLease(
 
   // Background renewal: every ttl/3 (±10 %); after a failure, quick retries until the deadline.
   function tick(): void {
+    // The timer that called this has fired: nothing of it to cancel (a cell's set is dropped).
+    cancel = noop;
     armedAt = NEVER;
     const late = now() - renewDue;
     // A stalled event loop (a long GC, a blocking call, a frozen VM) may have eaten the margin
@@ -307,6 +309,8 @@ export function createLease(
     },
   );
 }
+
+const noop = (): void => {};
 
 /**
  * The batched renewals due in one cell of the grid (§4.3), of every lease of the process, by the

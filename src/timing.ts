@@ -59,12 +59,12 @@ export function renewalAt(
 }
 
 /**
- * `at` moved back onto the grid of min(100 ms, ttl / 50) on the monotonic clock: a batched lease's
+ * `at` moved back onto the grid of min(200 ms, ttl / 50) on the monotonic clock: a batched lease's
  * renewal comes up to that much early, never late, and the leases of one backend due in one cell
  * of the grid renew together (one wake-up of the event loop, one request).
  */
 export function onGrid(at: number, ttl: number): number {
-  return at - (at % Math.min(100, ttl / 50));
+  return at - (at % Math.min(200, ttl / 50));
 }
 
 /** The time a renewal request may take: min(ttl / 5, time left to the deadline). */

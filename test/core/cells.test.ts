@@ -1,11 +1,13 @@
-// The timers of batched renewals (src/lease.ts inCell, docs/DESIGN.md §4.3): the leases whose
-// renewals come due in one cell of the grid share one timer, cleared when the last leaves; a cell
-// armed under fake timers since removed is never joined; on Workers, where a timer lives in the
-// invocation that set it, leases renew alone, with timers of their own.
+// The timers of batched renewals (src/lease.ts inCell, docs/DESIGN.md §4.3): the grid's cell is
+// min(200 ms, ttl / 50); the leases whose renewals come due in one cell share one timer, cleared
+// when the last leaves, and one request of up to 512 renewals; a cell armed under fake timers
+// since removed is never joined; on Workers, where a timer lives in the invocation that set it,
+// leases renew alone, with timers of their own.
 import { describe, expect, it, vi } from "vitest";
 import { memory } from "../../src/backends/memory/index.ts";
 import type { Backend, Lease } from "../../src/index.ts";
 import { createMutex } from "../../src/index.ts";
+import { onGrid } from "../../src/timing.ts";
 import { fakeClockInEachTest, useFakeClock } from "../harness/doubles.ts";
 
 fakeClockInEachTest();
@@ -55,6 +57,22 @@ describe("batched renewals' timers", () => {
     expect(vi.getTimerCount()).toBe(1);
     await Promise.all(leases.map((l) => l.release()));
     expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("the grid's cell is min(200 ms, ttl / 50): a renewal due in it comes at its start", () => {
+    expect(onGrid(1_334, 15_000)).toBe(1_200);
+    expect(onGrid(1_400, 15_000)).toBe(1_400);
+    expect(onGrid(1_334, 5_000)).toBe(1_300);
+    expect(onGrid(1_334, 1_000)).toBe(1_320);
+  });
+
+  it("a request carries up to 512 renewals: 600 due in one cell go in two", async () => {
+    vi.spyOn(Math, "random").mockReturnValue(0.5);
+    const { backend, batches } = batching();
+    const leases = await hold(createMutex, backend, 600, "full");
+    await vi.advanceTimersByTimeAsync(TTL / 2);
+    expect(batches).toEqual([512, 88]);
+    await Promise.all(leases.map((l) => l.release()));
   });
 
   it("a cell armed under fake timers since removed is not joined: a lease due then still renews", async () => {
