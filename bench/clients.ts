@@ -26,6 +26,7 @@ import { OPS, type Op } from "./latency.ts";
 import { bundleSrc } from "./lib/bundle.ts";
 import type * as Cycles from "./lib/cycles.ts";
 import { type Cycle, time3 } from "./lib/cycles.ts";
+import { serverTime } from "./lib/slowlog.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export interface ClientsResult {
@@ -33,6 +34,11 @@ export interface ClientsResult {
   warmup: number;
   /** Per backend, per contender, per operation. */
   series: Record<"redis" | "postgres", Record<string, Record<Op, Summary>>>;
+  /**
+   * Redis' own time (µs, median, from SLOWLOG) of each operation of the redis contenders that
+   * send one command per operation; absent from runs before issue 29's seventh session.
+   */
+  serverTime?: Record<string, Record<Op, number>>;
   versions: Record<string, string>;
 }
 
@@ -70,6 +76,7 @@ export async function runClients(
   const { redis } = await bundle.load<typeof Redis>("redis");
   const { postgres } = await bundle.load<typeof Postgres>("postgres");
   const client = new IORedis({ host: "127.0.0.1", port: target.redisPort });
+  const admin = new IORedis({ host: "127.0.0.1", port: target.redisPort });
   const pool = new pg.Pool({ connectionString: target.postgresUrl, max: 4 });
   try {
     const redlock = new Redlock([client], { retryCount: 0 });
@@ -128,6 +135,14 @@ export async function runClients(
       redis: await measure(redisCycles, iterations, warmup),
       postgres: await measure(postgresCycles, iterations, warmup),
     };
+    // After the timed run (SLOWLOG on every command costs Redis a little).
+    const own: Record<string, Record<Op, number>> = {};
+    for (const c of ["leasehold", "redlock", "redis-semaphore"]) {
+      const [acquire, renew, release, ...more] = await serverTime(admin, client, redisCycles[c]!);
+      if (release === undefined || more.length)
+        throw new Error(`bench: ${c} sent ${3 + more.length} commands per cycle, not one per operation`);
+      own[c] = { acquire: acquire!, renew: renew!, release };
+    }
     const server = await client.info("server");
     const pgVersion = (await pool.query("SHOW server_version")).rows[0]?.server_version as string;
     const version = (pkg: string) =>
@@ -140,6 +155,7 @@ export async function runClients(
       iterations,
       warmup,
       series,
+      serverTime: own,
       versions: {
         "redis-server": /redis_version:(\S+)/.exec(server)?.[1] ?? "?",
         postgresql: pgVersion,
@@ -148,6 +164,7 @@ export async function runClients(
     };
   } finally {
     client.disconnect();
+    admin.disconnect();
     await pool.end();
     bundle.remove();
   }

@@ -21,6 +21,7 @@ import type * as Upstash from "../src/backends/upstash/index.ts";
 import type * as Core from "../src/index.ts";
 import type { Backend, Permit } from "../src/index.ts";
 import { bundleSrc } from "./lib/bundle.ts";
+import { serverTime } from "./lib/slowlog.ts";
 import { type Summary, shuffled, summarize } from "./lib/stats.ts";
 
 export const LIMITS = [1, 5, 50] as const;
@@ -31,6 +32,11 @@ export interface SemaphoreResult {
   warmup: number;
   /** Per limit, per contender: acquire (the timed tryAcquire) and release. */
   series: Record<string, Record<string, Record<"acquire" | "release", Summary>>>;
+  /**
+   * Per limit, Redis' own time (µs, median, from SLOWLOG) of the acquire and the release of
+   * leasehold redis and redis-semaphore; absent from runs before issue 29's seventh session.
+   */
+  serverTime?: Record<string, Record<string, Record<"acquire" | "release", number>>>;
   redisSemaphore: string;
 }
 
@@ -111,7 +117,9 @@ export async function runSemaphore(
   const { upstash } = await bundle.load<typeof Upstash>("upstash");
   const { durableObject } = await bundle.load<typeof Cloudflare>("cloudflare");
   const client = new IORedis({ host: "127.0.0.1", port: target.redisPort });
+  const admin = new IORedis({ host: "127.0.0.1", port: target.redisPort });
   const series: SemaphoreResult["series"] = {};
+  const own: NonNullable<SemaphoreResult["serverTime"]> = {};
   try {
     for (const limit of LIMITS) {
       const tag = `bench-sem-${limit}-${crypto.randomUUID().slice(0, 8)}`;
@@ -137,6 +145,14 @@ export async function runSemaphore(
           samples[c]!.release.push(t2 - t1);
         }
       }
+      // After the timed run (SLOWLOG on every command costs Redis a little).
+      own[String(limit)] = {};
+      for (const c of ["leasehold redis", "redis-semaphore"]) {
+        const [acquire, release, ...more] = await serverTime(admin, client, () => contenders[c]!.cycle());
+        if (release === undefined || more.length)
+          throw new Error(`bench: ${c} sent ${2 + more.length} commands per permit, not one per operation`);
+        own[String(limit)]![c] = { acquire: acquire!, release };
+      }
       await Promise.all(frees.map((free) => free()));
       series[String(limit)] = Object.fromEntries(
         Object.entries(samples).map(([c, s]) => [
@@ -147,12 +163,13 @@ export async function runSemaphore(
     }
   } finally {
     await client.quit();
+    await admin.quit();
     bundle.remove();
   }
   const { version } = JSON.parse(
     readFileSync(new URL("../node_modules/redis-semaphore/package.json", import.meta.url), "utf8"),
   ) as { version: string };
-  return { iterations, warmup, series, redisSemaphore: version };
+  return { iterations, warmup, series, serverTime: own, redisSemaphore: version };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
@@ -177,7 +194,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     for (const [limit, byContender] of Object.entries(r.series)) {
       for (const [c, s] of Object.entries(byContender)) {
         console.log(
-          `limit ${limit.padStart(2)}  ${c.padEnd(20)} acquire median ${s.acquire.median.toFixed(3)} p90 ${s.acquire.p90.toFixed(3)} p99 ${s.acquire.p99.toFixed(3)} ms; release median ${s.release.median.toFixed(3)} ms`,
+          `limit ${limit.padStart(2)}  ${c.padEnd(20)} acquire median ${s.acquire.median.toFixed(3)} p90 ${s.acquire.p90.toFixed(3)} p99 ${s.acquire.p99.toFixed(3)} ms; release median ${s.release.median.toFixed(3)} ms` +
+            (r.serverTime?.[limit]?.[c]
+              ? `; Redis' own ${r.serverTime[limit][c].acquire} / ${r.serverTime[limit][c].release} µs`
+              : ""),
         );
       }
     }
