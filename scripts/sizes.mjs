@@ -25,7 +25,7 @@ export const BUDGETS = { core: 4608, upstash: 8192, azure: 10752, memory: 5120 }
  * change may grow a lock-only app past this line unnoticed. Lower it when an entry shrinks; raise
  * it only in a commit that says what the bytes buy.
  */
-export const CEILINGS = { core: 7440, upstash: 13220, azure: 15780, memory: 8740 };
+export const CEILINGS = { core: 7490, upstash: 13275, azure: 15830, memory: 8795 };
 
 /** A lock-only app on `make` (a backend expression over `opts`), after the imports `adapter`. */
 export const ours = (adapter, make, src = "../src") => `

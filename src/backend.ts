@@ -346,10 +346,12 @@ export interface ReleaseNotices {
    * aborts, every release of `key` the store makes (an exclusive or a shared lease released, a
    * fire completed) calls `wake()` soon after; a call with no release behind it is allowed (the
    * waiter only tries again). Rejects when it cannot listen, or when `signal` aborts first; the
-   * waiter then polls. Aborting `signal` ends the watch. Every watch of one backend object
-   * shares at most one extra connection, closed when the last watch ends.
+   * waiter then polls. When it stops listening on its own after it resolved (its connection
+   * lost), it calls `wake(true)` once: the core ends the watch, and its waiters poll and listen
+   * again after their next attempt. Aborting `signal` ends the watch. Every watch of one backend
+   * object shares at most one extra connection, closed when the last watch ends.
    */
-  watch?(key: string, wake: () => void, signal: AbortSignal): Promise<void>;
+  watch?(key: string, wake: (stopped?: true) => void, signal: AbortSignal): Promise<void>;
 }
 
 /** A {@link RenewMany.renewMany} request: the renewals of several leases, in one request. */

@@ -236,6 +236,9 @@ export function failureReporter(
   };
 }
 
+/** How many times one wait listens again after its watch ended without it (§19). */
+const RELISTEN = 3;
+
 /**
  * acquire(): attempts until one gets a lease, with jittered backoff (never longer than a
  * `retryAfter`), through retryable failures, until the timeout or the signal (docs/DESIGN.md
@@ -292,8 +295,11 @@ export async function waitFor<L extends Lease>(
   // Wake on release (§19): after the first refusal, a waiter on a backend that can tell of
   // releases listens for this key's (until the wait ends; src/wake.ts); a release then ends its
   // pause, or the next pause when it came during an attempt. A backend that keeps a line needs none.
+  // A watch that ends without the waiter (it failed, did not listen in time, or its connection was
+  // lost) is started again after the next attempt, up to RELISTEN times in one wait.
   const watching = watched !== undefined && !backend.acquireQueued && backend.watch !== undefined;
   let unlisten: (() => void) | undefined;
+  let listens = 0;
   let woken = false;
   let nap: AbortController | undefined;
   const wake = () => {
@@ -337,8 +343,14 @@ export async function waitFor<L extends Lease>(
         print ??= failureReporter(backendName, what, timeout);
         print(lastError);
       }
-      if (watching && answered && !unlisten)
-        unlisten = listen(backend, watched!, ttl, { wake, shared: options?.mode === "shared" });
+      if (watching && answered && !unlisten && listens++ <= RELISTEN)
+        unlisten = listen(backend, watched!, ttl, {
+          wake,
+          shared: options?.mode === "shared",
+          lost: () => {
+            unlisten = undefined;
+          },
+        });
       if (woken) continue;
       if (!unlisten) {
         await sleep(Math.min(wait, end - now()), bound);

@@ -7,10 +7,14 @@ import type { Backend } from "./backend.ts";
 import { within } from "./time.ts";
 import { quietBound } from "./timing.ts";
 
-/** A waiter on a key: how to wake it, and whether it waits for a shared lease. @internal */
+/**
+ * A waiter on a key: how to wake it, whether it waits for a shared lease, and what to tell it when
+ * its watch ends without it (failed, did not listen in time, or stopped listening). @internal
+ */
 export interface Waiter {
   wake: () => void;
   shared: boolean;
+  lost: () => void;
 }
 
 interface Watch {
@@ -25,9 +29,9 @@ const watches = new WeakMap<Backend, Map<string, Watch>>();
  * Adds `waiter` to the releases of `key` on `backend`, which must have `watch`; returns the
  * function that removes it. The waiter is woken once when the watch starts listening (or at once
  * if it already does: a release between its refusal and now is not missed), then when a release
- * comes and it is the one to try. A watch that rejects, or does not listen within
- * max(ttl/5, 1 s), is aborted: its waiters poll, and the next waiter on the key starts another.
- * @internal
+ * comes and it is the one to try. A watch that rejects, does not listen within max(ttl/5, 1 s),
+ * or stops listening (the backend calls `wake(true)`: its connection lost) ends: its waiters are
+ * told (`lost`) and poll, and the next waiter on the key starts another. @internal
  */
 export function listen(backend: Backend, key: string, ttl: number, waiter: Waiter): () => void {
   const keys = watches.get(backend) ?? new Map<string, Watch>();
@@ -42,8 +46,11 @@ export function listen(backend: Backend, key: string, ttl: number, waiter: Waite
     const end = () => {
       ctrl.abort();
       if (keys.get(key) === watch) keys.delete(key);
+      // Ended with waiters left (not by the last one leaving): each is told, and leaves it.
+      for (const x of watch.waiters.splice(0)) x.lost();
     };
-    const released = () => {
+    const released = (stopped?: true) => {
+      if (stopped) return end();
       const first = watch.waiters[0];
       for (const x of first?.shared ? watch.waiters.filter((y) => y.shared) : watch.waiters.slice(0, 1))
         x.wake();

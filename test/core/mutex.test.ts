@@ -303,6 +303,49 @@ describe("acquire: wake on release (docs/DESIGN.md §19)", () => {
     }
   });
 
+  it("a watch that fails is started again after the next attempt, up to 3 more times in one wait; one that stops (wake(true)) likewise, and listens again", async () => {
+    // Rejects every time: 1 watch and 3 more, each after an attempt, then polling alone.
+    let calls = 0;
+    const times: number[] = [];
+    const failing = createMutex(
+      refusing(async () => {
+        calls++;
+        return Promise.reject(transient());
+      }, times),
+      { name: "w", retryDelay: 300 },
+    );
+    await waitFor(failing, 5_000);
+    expect(calls).toBe(4);
+    expect(times.length).toBeGreaterThan(10);
+    // Stops listening after it listened (its connection lost): listens again, and a wake then
+    // ends the pause as before.
+    let wake: (stopped?: true) => void = () => {};
+    const signals: AbortSignal[] = [];
+    const attempts: number[] = [];
+    const backend = refusing(async (_key, w, signal) => {
+      wake = w;
+      signals.push(signal);
+    }, attempts);
+    const ctrl = new AbortController();
+    const result = createMutex(backend, { name: "w", retryDelay: 60_000 })
+      .acquire({ signal: ctrl.signal })
+      .catch(() => {});
+    await vi.advanceTimersByTimeAsync(10_000);
+    expect(signals).toHaveLength(1);
+    wake(true);
+    expect(signals[0]!.aborted).toBe(true); // the stopped watch ends
+    await vi.advanceTimersByTimeAsync(60_000); // the next attempt, after the pause
+    expect(signals).toHaveLength(2);
+    const before = attempts.length;
+    wake();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(attempts).toHaveLength(before + 1);
+    ctrl.abort();
+    await result;
+    expect(signals[1]!.aborted).toBe(true);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
   it("a release wakes the waiter that has waited longest, not every waiter; every waiting reader when that one reads", async () => {
     const store = memory();
     const attempts = new Map<string, number>();

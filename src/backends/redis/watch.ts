@@ -115,15 +115,16 @@ export const bun =
 /**
  * `watch` over connections `open` makes (ReleaseNotices in src/backend.ts): every watch of the
  * backend shares one connection, opened by the first and closed when the last one ends. A lost
- * connection is closed and forgotten: the watches it served get no more wakes (their waiters
- * poll), and the next watch opens another, which subscribes to every channel still watched.
- * A failure rejects with `error(reason)`.
+ * connection is closed and forgotten, and the watches it served are told they stopped
+ * (`wake(true)`: the core ends them, and their waiters listen again after their next attempt);
+ * the next watch opens another, which subscribes to every channel still watched. A failure
+ * rejects with `error(reason)`.
  */
 export function listener(
   open: Open,
   error: (reason: unknown) => Error,
-): (channel: string, wake: () => void, signal: AbortSignal) => Promise<void> {
-  const wakes = new Map<string, Set<() => void>>();
+): (channel: string, wake: (stopped?: true) => void, signal: AbortSignal) => Promise<void> {
+  const wakes = new Map<string, Set<(stopped?: true) => void>>();
   let conn: Promise<Subscriber> | undefined;
   let watches = 0;
 
@@ -135,9 +136,18 @@ export function listener(
     if (conn === made) conn = undefined;
     made?.then((s) => s.close(), ignore);
   };
+  /**
+   * `made` was lost: closed and forgotten, and, while it was the connection, every watch told it
+   * stopped (over a copy: each one told leaves).
+   */
+  const lost = (made: Promise<Subscriber>) => {
+    const current = conn === made;
+    drop(made);
+    if (current) for (const wake of [...wakes.values()].flatMap((set) => [...set])) wake(true);
+  };
   /** Opens a connection for the watch of `first`. */
   const connect = (first: string) => {
-    const made: Promise<Subscriber> = open(message, () => drop(made)).then((s) => {
+    const made: Promise<Subscriber> = open(message, () => lost(made)).then((s) => {
       // A connection opened after a loss listens for the watches the lost one served.
       for (const channel of wakes.keys()) if (channel !== first) s.subscribe(channel).catch(ignore);
       return s;

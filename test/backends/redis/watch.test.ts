@@ -163,27 +163,31 @@ describe.each(Object.entries(clients))("%s", { timeout: 60_000 }, (_label, make)
     await settled(2, "the extra connection closed");
   });
 
-  it("a lost notice: the connection killed (CLIENT KILL TYPE pubsub), the waiter gets the lock by a poll; the next waiter listens again", async () => {
+  it("a lost connection (CLIENT KILL TYPE pubsub): the waiter listens again after its next attempt, on a new connection, and is woken by the release", async () => {
     const backend = redis(await make());
     const name = `lost-${crypto.randomUUID()}`;
     const mutex = createMutex(backend, { name, ttl: 30_000 });
     const held = await mutex.acquire();
     await settled(2, "nobody waits: no extra connection");
-    const polling = waiter(backend, name, 300);
-    await polling.listening;
+    const w = waiter(backend, name);
+    await w.listening;
+    const before = w.events.length;
     expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).toBe(1);
-    // Not reconnected by the client: closed and forgotten until the next watch.
-    await settled(2, "the killed connection gone");
-    await held.release();
-    const lease = await polling.lease;
-    expect(outcomes(polling.events).at(-1)).toBe("granted");
-    // The next waiter opens a connection again.
-    const next = waiter(backend, name);
-    await next.listening;
+    // Its next attempt comes after its pause (25 ms doubling): then it subscribes again.
+    await until(
+      async () => w.events.length > before && (await subscribers()) === 1,
+      25_000,
+      "listening again",
+    );
     expect(await connections()).toBe(3);
-    expect(await subscribers()).toBe(1);
-    await lease.release();
-    await (await next.lease).release();
+    // Woken, not polled: granted sooner after its last refusal than any pause it could be in.
+    await until(() => w.events.length >= REFUSALS, 15_000, `${REFUSALS} refusals`);
+    const refused = w.events.length;
+    await held.release();
+    await (await w.lease).release();
+    expect(outcomes(w.events)).toEqual([...Array(refused).fill("taken"), "granted"]);
+    const [last, grant] = w.events.slice(-2);
+    expect(grant!.at - last!.at).toBeLessThan(shortestPause(refused));
     await settled(2, "the extra connection closed");
   });
 
