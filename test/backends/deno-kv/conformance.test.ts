@@ -12,10 +12,21 @@ import { denoIn, runKvChecks, stopKvRunners } from "../../harness/kv-runner.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "leasehold-kv-"));
 const open: { close(): void }[] = [];
+// One handle per SQLite file, shared by the checks (each makes a backend object of its own over
+// it, as each check's contenders share one backend anyway): a handle per check left dozens open
+// on one file, each with the database's background work, and a loaded clean-clone run saw an
+// acquire fail with SQLite's "database is locked" (issue 29's seventh session).
+const files = new Map<string, Promise<KvLike>>();
 const kvAt = async (path?: string, limited = false): Promise<KvLike> => {
-  const kv = await openKv(path, limited ? makeLimitedV8Serializer() : {});
-  open.push(kv);
-  return kv as unknown as KvLike;
+  const make = async () => {
+    const kv = await openKv(path, limited ? makeLimitedV8Serializer() : {});
+    open.push(kv);
+    return kv as unknown as KvLike;
+  };
+  if (path === undefined) return make();
+  const kv = files.get(path) ?? make();
+  files.set(path, kv);
+  return kv;
 };
 // The Deno and Bun runs start with the file and run beside the checks on Node (each on a file of
 // its own): they wait on timers mostly, as those do. Their tests, last, take their outcome.
