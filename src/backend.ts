@@ -369,9 +369,9 @@ export interface RenewMany {
    * request: answers one boolean per request, in order, `false` for a key its nonce no longer holds
    * (the others are renewed all the same). Each key's renewal is atomic on its own; the batch
    * need not be. A failure of the request (a rejection) says nothing of any key. The core sends
-   * it for the renewals of the exclusive leases of one backend object that come due within a few
-   * ms of each other; a backend that cannot renew some keys together (a Redis Cluster's keys in
-   * different slots) does not have it.
+   * it for the renewals of the exclusive leases of one backend object that come due in one cell
+   * of the renewal grid (min(200 ms, ttl/50)), up to 512 in a request; a backend that cannot
+   * renew some keys together (a Redis Cluster's keys in different slots) does not have it.
    */
   renewMany?(r: RenewManyRequest): Promise<boolean[]>;
 }

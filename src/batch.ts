@@ -1,5 +1,5 @@
-// Batched renewal: the background renewals of one backend object's leases that come due within a
-// few ms of each other go out in one `renewMany` request (docs/DESIGN.md §4.3).
+// Batched renewal: the background renewals of one backend object's leases that come due in one
+// cell of the renewal grid go out in one `renewMany` request of up to 512 (docs/DESIGN.md §4.3).
 import type { Backend } from "./backend.ts";
 import { noAnswer, requestSignal } from "./signals.ts";
 import { now, timer } from "./time.ts";
