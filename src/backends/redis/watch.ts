@@ -3,6 +3,8 @@
 // channel on a second connection made from the user's client, one per backend object, opened at
 // the first watch and closed when the last one ends.
 
+import { wakes } from "../shared/wakes.ts";
+
 /** A subscriber connection, as {@link listener} uses it. */
 export interface Subscriber {
   /** Resolves once the server confirmed the subscription. */
@@ -124,61 +126,48 @@ export function listener(
   open: Open,
   error: (reason: unknown) => Error,
 ): (channel: string, wake: (stopped?: true) => void, signal: AbortSignal) => Promise<void> {
-  const wakes = new Map<string, Set<(stopped?: true) => void>>();
+  const waiting = wakes();
   let conn: Promise<Subscriber> | undefined;
-  let watches = 0;
 
-  const message = (channel: string) => {
-    for (const wake of wakes.get(channel) ?? []) wake();
-  };
   /** Closes `made` (once it opened) and forgets it, unless it was already replaced. */
   const drop = (made: Promise<Subscriber> | undefined) => {
     if (conn === made) conn = undefined;
     made?.then((s) => s.close(), ignore);
   };
-  /**
-   * `made` was lost: closed and forgotten, and, while it was the connection, every watch told it
-   * stopped (over a copy: each one told leaves).
-   */
+  /** `made` was lost: closed and forgotten, and, while it was the connection, every watch told it stopped. */
   const lost = (made: Promise<Subscriber>) => {
     const current = conn === made;
     drop(made);
-    if (current) for (const wake of [...wakes.values()].flatMap((set) => [...set])) wake(true);
+    if (current) waiting.wake(undefined, true);
   };
   /** Opens a connection for the watch of `first`. */
   const connect = (first: string) => {
-    const made: Promise<Subscriber> = open(message, () => lost(made)).then((s) => {
+    const made: Promise<Subscriber> = open(
+      (channel) => waiting.wake(channel),
+      () => lost(made),
+    ).then((s) => {
       // A connection opened after a loss listens for the watches the lost one served.
-      for (const channel of wakes.keys()) if (channel !== first) s.subscribe(channel).catch(ignore);
+      for (const channel of waiting.keys()) if (channel !== first) s.subscribe(channel).catch(ignore);
       return s;
     });
     made.catch(() => drop(made));
     return made;
   };
+  /** The last watch of `channel` ended: unsubscribed, and the connection closed with the last of all. */
+  const left = (channel: string) => {
+    conn?.then((s) => s.unsubscribe(channel)).catch(ignore);
+    if (waiting.size === 0) drop(conn);
+  };
 
   return async (channel, wake, signal) => {
     signal.throwIfAborted();
-    const set = wakes.get(channel) ?? new Set();
-    wakes.set(channel, set.add(wake));
-    watches++;
+    const leave = waiting.add(channel, wake, signal, left);
     conn ??= connect(channel);
     const made = conn;
-    let ended = false;
-    const end = () => {
-      if (ended) return;
-      ended = true;
-      set.delete(wake);
-      if (set.size === 0 && wakes.get(channel) === set) {
-        wakes.delete(channel);
-        conn?.then((s) => s.unsubscribe(channel)).catch(ignore);
-      }
-      if (--watches === 0) drop(conn);
-    };
-    signal.addEventListener("abort", end, { once: true });
     try {
       await (await made).subscribe(channel);
     } catch (reason) {
-      end();
+      leave();
       throw error(reason);
     }
     signal.throwIfAborted();

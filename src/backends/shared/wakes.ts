@@ -1,15 +1,21 @@
 // The waiters a backend object's watches serve (docs/DESIGN.md §19): for each key, the wake
 // functions of the watches listening for its releases, each until its signal aborts.
 
+/** A watch's wake function (`Backend["watch"]`): `true` when the watch stopped listening. */
+type Wake = (stopped?: true) => void;
+
 /** The keys watched in one backend object, with their waiters' wake functions. */
 export interface Wakes {
   /**
    * Adds `wake` for `key` until `signal` aborts, then calls `left(key)` if no wake is left for
    * `key`. Returns the function that removes it at once (a watch that could not listen).
    */
-  add(key: string, wake: () => void, signal: AbortSignal, left: (key: string) => void): () => void;
-  /** Wakes the waiters of `key`, or of every key when `key` is undefined. */
-  wake(key?: string): void;
+  add(key: string, wake: Wake, signal: AbortSignal, left: (key: string) => void): () => void;
+  /**
+   * Wakes the waiters of `key`, or of every key when `key` is undefined; with `stopped`, tells
+   * them their watch stopped listening (each one told may leave meanwhile).
+   */
+  wake(key?: string, stopped?: true): void;
   /** The keys watched now. */
   keys(): string[];
   /** Whether any key is watched. */
@@ -18,7 +24,7 @@ export interface Wakes {
 
 /** An empty {@link Wakes}. */
 export function wakes(): Wakes {
-  const byKey = new Map<string, Set<() => void>>();
+  const byKey = new Map<string, Set<Wake>>();
   return {
     add(key, wake, signal, left) {
       const set = byKey.get(key) ?? new Set();
@@ -37,9 +43,9 @@ export function wakes(): Wakes {
       signal.addEventListener("abort", remove, { once: true });
       return remove;
     },
-    wake(key) {
+    wake(key, stopped) {
       const sets = key === undefined ? [...byKey.values()] : [byKey.get(key)];
-      for (const set of sets) for (const wake of set ?? []) wake();
+      for (const set of sets) for (const wake of [...(set ?? [])]) wake(stopped);
     },
     keys: () => [...byKey.keys()],
     get size() {
